@@ -1,0 +1,37 @@
+"""Install cocoda_jax: `pip install -e '.[test]'` on a fresh Python >= 3.11 venv."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="cocoda_jax",
+    version="0.1.0",
+    description="CoCoDA tool-library co-evolution with the RODS curriculum, in JAX.",
+    python_requires=">=3.11",
+    packages=find_packages(include=["cocoda_jax", "cocoda_jax.*", "launch", "configs", "third_party", "third_party.*"]),
+    install_requires=[
+        "jax>=0.7,<0.13",
+        "jaxlib>=0.7,<0.13",
+        "flax>=0.12,<0.13",
+        "optax>=0.2.5,<0.3",
+        "orbax-checkpoint>=0.11,<0.13",
+        "transformers>=5.0,<6",
+        "tokenizers>=0.21,<0.24",
+        "safetensors>=0.5,<0.9",
+        "networkx>=3.3,<4",
+        "chex>=0.1.89,<0.2",
+        "ml-collections>=1.0,<2",
+        "tensorflow-datasets>=4.9.8,<5",
+        "absl-py>=2.1,<3",
+        "numpy>=2.0,<3",
+        "pyrsistent>=0.20,<0.21",
+        "matplotlib>=3.9,<4",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8.3,<10",
+            "pytest-timeout>=2.3,<3",
+            "hypothesis>=6.120,<7",
+            "torch==2.13.0",
+        ],
+    },
+)
