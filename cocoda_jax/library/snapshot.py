@@ -1,0 +1,385 @@
+"""The immutable library DAG and INSERTTOOL.
+
+A :class:`LibrarySnapshot` is a value: :meth:`~LibrarySnapshot.insert` and
+:meth:`~LibrarySnapshot.remove` return a new snapshot and leave the old one untouched (a rejected
+insert raises, so the caller still holds the unchanged snapshot). All per-node state lives in
+``pyrsistent`` maps, so a new snapshot shares almost all of its structure with its parent and one
+snapshot per co-evolution round costs O(log n) per change, not a copy of the library.
+
+Decisions (PAPERS.md §A.2/§A.4, issue 2 §3):
+
+* Edges come from the code (:mod:`~cocoda_jax.library.analysis`): the free, non-builtin names a tool
+  calls, in execution order, with multiplicity counted per call site. A *composite* is a tool that
+  calls at least one library tool; every other tool is a *primitive*.
+* depth and flat size are stored per node when it is inserted: its children are already present and
+  can neither change nor disappear (removal with dependents is refused), so
+  ``d(v) = 1 + max d(u)``, ``flat(v) = sum flat(u)`` (with multiplicity) need one step, not a walk.
+  ``Phi(v) = flat(v) - 1``.
+* The depth bound is a property of the snapshot, set by ``LibrarySnapshot.empty(max_depth=...)``
+  and stored in the JSON, so a loaded library keeps enforcing the bound it was built under.
+* Removal of a tool that has dependents is refused (:class:`RemoveRefused`): inlining it into its
+  dependents would silently change their code, ids and flat sizes.
+* ``duplicate_behaviour``: an existing tool with the same signature up to parameter names (and
+  type-variable names) that gives the same outputs on the union of both tools' examples, each tool
+  run on the other's inputs positionally. With no examples on either side nothing is known about
+  behaviour, so no such duplicate is declared.
+* Topological order is by (depth, name): primitives first, every tool after all its children, ties
+  by name; the sandbox receives the sources in exactly this order.
+
+INSERTTOOL runs its checks cheapest first and reports the first failure: malformed record (also
+code or conditions that the sandbox's static guard refuses), duplicate code, name clash, cycle (a tool calling itself: a new tool can only call tools already
+present, so that is the only cycle an insert can close), unknown dependency, depth bound, static
+call types, then the sandboxed example and spec checks, then duplicate behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyrsistent import PMap, pmap, pset
+
+from cocoda_jax.library import checks
+from cocoda_jax.library.analysis import CodeFacts, analyse
+from cocoda_jax.library.errors import InsertRejected, Reason, RemoveRefused, UnknownTool
+from cocoda_jax.library.graph import reachable
+from cocoda_jax.library.tool import Tool
+from cocoda_jax.library.typecheck import check_calls
+from cocoda_jax.types import (
+    Signature, SignatureIndex, TCon, TVar, Type, TypeSyntaxError, signature_from_ast,
+)
+
+DEFAULT_MAX_DEPTH = 8
+
+
+def shape_key(sig: Signature) -> str:
+    """The signature without parameter names, type variables renamed by first appearance: two
+    tools with the same key are interchangeable by type."""
+    names: dict[str, str] = {}
+
+    def canon(t: Type) -> str:
+        if isinstance(t, TVar):
+            return names.setdefault(t.name, f"T{len(names)}")
+        if isinstance(t, TCon):
+            return t.name + ("[" + ", ".join(canon(a) for a in t.args) + "]" if t.args else "")
+        return str(t)
+
+    return "(" + ", ".join(canon(p.type) for p in sig.params) + ") -> " + canon(sig.result)
+
+
+class LibrarySnapshot:
+    """An immutable, well-formed tool DAG (see the module docstring for the rules it keeps)."""
+
+    __slots__ = ("_max_depth", "_tools", "_children", "_parents", "_depth", "_flat", "_ids", "_shapes",
+                 "_index", "_topo")
+
+    def __init__(self, *, _max_depth: int, _tools: PMap, _children: PMap, _parents: PMap, _depth: PMap,
+                 _flat: PMap, _ids: PMap, _shapes: PMap, _index: SignatureIndex):
+        """Private: build snapshots with :meth:`empty`, :meth:`insert` or :meth:`from_json`."""
+        for slot, value in (("_max_depth", _max_depth), ("_tools", _tools), ("_children", _children),
+                            ("_parents", _parents), ("_depth", _depth), ("_flat", _flat), ("_ids", _ids),
+                            ("_shapes", _shapes), ("_index", _index), ("_topo", None)):
+            object.__setattr__(self, slot, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("LibrarySnapshot is immutable; insert/remove return a new snapshot")
+
+    __delattr__ = __setattr__
+
+    def __reduce__(self):
+        """Pickles through the keyword constructor (the default slot protocol would call __setattr__)."""
+        state = {slot: getattr(self, slot) for slot in self.__slots__ if slot != "_topo"}
+        return (_restore, (state,))
+
+    def __copy__(self) -> "LibrarySnapshot":
+        return self  # immutable: a copy is the same value
+
+    def __deepcopy__(self, memo: dict) -> "LibrarySnapshot":
+        return self
+
+    # -- construction ----------------------------------------------------------------------------
+    @classmethod
+    def empty(cls, max_depth: int = DEFAULT_MAX_DEPTH) -> "LibrarySnapshot":
+        """An empty library whose composites may be at most ``max_depth`` levels deep."""
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
+            raise ValueError(f"max_depth must be an int >= 0, got {max_depth!r}")
+        return cls(_max_depth=max_depth, _tools=pmap(), _children=pmap(), _parents=pmap(), _depth=pmap(),
+                   _flat=pmap(), _ids=pmap(), _shapes=pmap(), _index=SignatureIndex())
+
+    def insert(self, tool: Tool, runner: Any = None, *, timeout_s: float | None = None) -> "LibrarySnapshot":
+        """INSERTTOOL: the snapshot with ``tool`` added, or :class:`InsertRejected` with its reason.
+
+        ``runner`` executes the example, spec and duplicate-behaviour check programs (protocol in
+        :mod:`~cocoda_jax.library.checks`); ``None`` means the process-wide
+        :func:`cocoda_jax.execution.default_sandbox`, started only if a check needs to run.
+        ``timeout_s`` is the wall-clock limit per check program (``None``: the runner's default).
+        """
+        return self._insert(tool, runner=runner, timeout_s=timeout_s, run_checks=True)
+
+    def _insert(self, tool: Tool, *, runner: Any, timeout_s: float | None, run_checks: bool) -> "LibrarySnapshot":
+        if not isinstance(tool, Tool):
+            raise TypeError(f"insert expects a Tool, got {type(tool).__name__}")
+        facts = _validated_facts(tool)
+        _check_sandbox_rules(tool)
+        name = tool.name
+        if tool.id in self._ids:
+            raise InsertRejected(Reason.DUPLICATE_CODE, name,
+                                 f"same normalised code (id {tool.id}) as tool {self._ids[tool.id]!r}")
+        if name in self._tools:
+            raise InsertRejected(Reason.NAME_CLASH, name, f"a different tool named {name!r} is already in the library")
+        calls = facts.calls
+        if name in calls or name in facts.references:
+            line = next((s.node.lineno for s in facts.call_sites if s.name == name), None)
+            at = f" (line {line})" if line else ""
+            raise InsertRejected(Reason.CYCLE, name, f"it refers to itself{at}; recursion would close a cycle")
+        unknown = [n for n in dict.fromkeys(calls + facts.references) if n not in self._tools]
+        if unknown:
+            raise InsertRejected(Reason.UNKNOWN_DEPENDENCY, name,
+                                 f"it uses {', '.join(map(repr, unknown))}, which "
+                                 f"{'is' if len(unknown) == 1 else 'are'} neither a library tool, a local "
+                                 f"nor a builtin")
+        if facts.references:
+            raise InsertRejected(Reason.MALFORMED, name,
+                                 f"it uses the tool(s) {', '.join(map(repr, facts.references))} as a value; a tool "
+                                 f"may only be called by name, so that every call edge is visible in the code")
+        depth = 1 + max(self._depth[c] for c in calls) if calls else 0
+        if depth > self._max_depth:
+            deepest = max(calls, key=lambda c: (self._depth[c], c))
+            raise InsertRejected(Reason.DEPTH_EXCEEDED, name,
+                                 f"its depth would be {depth} (through {deepest!r} at depth {self._depth[deepest]}),"
+                                 f" above the library's bound max_depth={self._max_depth}")
+        check_calls(facts, tool.signature, self._tools.__getitem__)
+        if run_checks:
+            self._behaviour_checks(tool, runner, timeout_s)
+        flat = sum(self._flat[c] for c in calls) if calls else 1
+        return self._with(tool, calls, depth, flat)
+
+    def _behaviour_checks(self, tool: Tool, runner: Any, timeout_s: float | None) -> None:
+        """Examples and conditions, then duplicate behaviour, through ``runner``.
+
+        Duplicate behaviour is decided in two rounds so that its cost follows the likely duplicates,
+        not the number of tools of the same signature: first the new tool runs on every candidate's
+        example inputs (in the same batch as its own examples; equal programs run once), then only
+        the candidates that agreed with it run on the new tool's examples.
+        """
+        library = None
+
+        def run(programs: list[str]) -> list[Any]:
+            nonlocal runner, library
+            if runner is None:
+                from cocoda_jax.execution import default_sandbox  # lazy: the sandbox starts on first need
+                runner = default_sandbox()
+            if library is None:
+                library = self.sources() + (tool.source,)
+            unique = list(dict.fromkeys(programs))
+            results = list(runner.run_many(unique, library, timeout_s))
+            if len(results) != len(unique):
+                raise RuntimeError(f"runner returned {len(results)} results for {len(unique)} programs")
+            by_program = dict(zip(unique, results))
+            return [by_program[p] for p in programs]
+
+        own = [checks.example_program(tool, args) for args, _ in tool.examples]
+        candidates = [self._tools[n] for n in sorted(self._shapes.get(shape_key(tool.signature), ()))]
+        first = {other.name: checks.replay(tool, other) for other in candidates}
+        batch = own + [r.program for runs in first.values() for r in runs]
+        results = run(batch) if batch else []
+        for index in range(len(own)):
+            rejection = checks.judge_example(tool, index, results[index])
+            if rejection is not None:
+                raise rejection
+        offset, agreeing = len(own), []
+        for other in candidates:
+            runs = first[other.name]
+            if checks.same_outputs(runs, results[offset:offset + len(runs)]) and (runs or tool.examples):
+                agreeing.append(other)
+            offset += len(runs)
+        second = {other.name: checks.replay(other, tool) for other in agreeing}
+        batch = [r.program for runs in second.values() for r in runs]
+        results = run(batch) if batch else []
+        offset = 0
+        for other in agreeing:
+            runs = second[other.name]
+            if checks.same_outputs(runs, results[offset:offset + len(runs)]):
+                total = len(runs) + len(first[other.name])
+                raise InsertRejected(Reason.DUPLICATE_BEHAVIOUR, tool.name,
+                                     f"it has the signature of {other.name!r} ({other.signature}) and the same "
+                                     f"outputs on all {total} examples of both tools")
+            offset += len(runs)
+
+    def _with(self, tool: Tool, calls: tuple[str, ...], depth: int, flat: int) -> "LibrarySnapshot":
+        name = tool.name
+        parents = self._parents.set(name, pset())
+        for child in set(calls):
+            parents = parents.set(child, parents[child].add(name))
+        key = shape_key(tool.signature)
+        return LibrarySnapshot(
+            _max_depth=self._max_depth, _tools=self._tools.set(name, tool),
+            _children=self._children.set(name, calls), _parents=parents,
+            _depth=self._depth.set(name, depth), _flat=self._flat.set(name, flat),
+            _ids=self._ids.set(tool.id, name), _shapes=self._shapes.set(key, self._shapes.get(key, pset()).add(name)),
+            _index=self._index.add(name, tool.signature))
+
+    def remove(self, name: str) -> "LibrarySnapshot":
+        """The snapshot without ``name``; refused (:class:`RemoveRefused`, reason ``has_dependents``)
+        while other tools call it."""
+        tool = self.tool(name)
+        dependents = self._parents[name]
+        if dependents:
+            raise RemoveRefused("has_dependents", name, tuple(sorted(dependents)))
+        parents = self._parents.remove(name)
+        for child in set(self._children[name]):
+            parents = parents.set(child, parents[child].remove(name))
+        key = shape_key(tool.signature)
+        same_shape = self._shapes[key].remove(name)
+        return LibrarySnapshot(
+            _max_depth=self._max_depth, _tools=self._tools.remove(name), _children=self._children.remove(name),
+            _parents=parents, _depth=self._depth.remove(name), _flat=self._flat.remove(name),
+            _ids=self._ids.remove(tool.id),
+            _shapes=self._shapes.set(key, same_shape) if same_shape else self._shapes.remove(key),
+            _index=self._index.remove(name))
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def max_depth(self) -> int:
+        return self._max_depth
+
+    @property
+    def signature_index(self) -> SignatureIndex:
+        """The type index over every tool's signature (kept in step with inserts and removals)."""
+        return self._index
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.topological_order())
+
+    def _require(self, name: str) -> None:
+        if name not in self._tools:
+            raise UnknownTool(name)
+
+    def tool(self, name: str) -> Tool:
+        self._require(name)
+        return self._tools[name]
+
+    def names(self) -> tuple[str, ...]:
+        """All tool names, sorted."""
+        return tuple(sorted(self._tools))
+
+    def depth(self, name: str) -> int:
+        self._require(name)
+        return self._depth[name]
+
+    def flat(self, name: str) -> int:
+        self._require(name)
+        return self._flat[name]
+
+    def phi(self, name: str) -> int:
+        """Saved-call count ``flat - 1``: the reward credit for calling ``name`` (0 for primitives)."""
+        return self.flat(name) - 1
+
+    def is_composite(self, name: str) -> bool:
+        return bool(self.children(name))
+
+    def children(self, name: str) -> tuple[str, ...]:
+        """The library tools ``name`` calls, in execution order, with multiplicity."""
+        self._require(name)
+        return self._children[name]
+
+    def parents(self, name: str) -> frozenset[str]:
+        """The tools that call ``name`` directly."""
+        self._require(name)
+        return frozenset(self._parents[name])
+
+    dependents = parents
+
+    def ancestors(self, name: str) -> frozenset[str]:
+        """Every tool that calls ``name`` directly or indirectly."""
+        self._require(name)
+        return reachable(name, self._parents)
+
+    def descendants(self, name: str) -> frozenset[str]:
+        """Every tool that ``name`` calls directly or indirectly."""
+        self._require(name)
+        return reachable(name, self._children)
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Names by (depth, name): each tool after all the tools it calls."""
+        if self._topo is None:
+            object.__setattr__(self, "_topo", tuple(sorted(self._tools, key=lambda n: (self._depth[n], n))))
+        return self._topo
+
+    def sources(self) -> tuple[str, ...]:
+        """Tool sources in topological order: what the sandbox defines, in this order."""
+        return tuple(self._tools[n].source for n in self.topological_order())
+
+    # -- conversions -----------------------------------------------------------------------------
+    def to_json(self) -> str:
+        """Stable JSON text (the same snapshot always gives the same text; see :mod:`.serialize`)."""
+        from cocoda_jax.library.serialize import snapshot_to_json
+        return snapshot_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, runner: Any = None, verify_examples: bool = False,
+                  *, timeout_s: float | None = None) -> "LibrarySnapshot":
+        """Loads and re-checks a library (see :func:`.serialize.snapshot_from_json`)."""
+        from cocoda_jax.library.serialize import snapshot_from_json
+        return snapshot_from_json(text, runner=runner, verify_examples=verify_examples, timeout_s=timeout_s)
+
+    def to_networkx(self):
+        """A ``networkx.DiGraph`` of the library (see :func:`.draw.to_networkx`)."""
+        from cocoda_jax.library.draw import to_networkx
+        return to_networkx(self)
+
+    # -- value semantics ---------------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LibrarySnapshot):
+            return NotImplemented
+        return self._max_depth == other._max_depth and self._tools == other._tools
+
+    def __hash__(self) -> int:
+        return hash((self._max_depth, self._tools))
+
+    def __repr__(self) -> str:
+        return f"<LibrarySnapshot {len(self)} tools, max_depth={self._max_depth}>"
+
+
+def _restore(state: dict) -> LibrarySnapshot:
+    return LibrarySnapshot(**state)
+
+
+def _check_sandbox_rules(tool: Tool) -> None:
+    """Refuses code the sandbox would refuse to load: one such tool would make every later run
+    against the library fail, and a tool without examples is otherwise never run at insert time."""
+    from cocoda_jax.execution.guard import check_source  # lazy: the execution package uses this one
+
+    for label, text in (("source", tool.source), *((f"pre[{i}]", c) for i, c in enumerate(tool.pre)),
+                        *((f"post[{i}]", c) for i, c in enumerate(tool.post))):
+        violations = check_source(text, tool=label == "source")
+        if violations:
+            shown = "; ".join(str(v) for v in violations[:5])
+            raise InsertRejected(Reason.MALFORMED, tool.name, f"the sandbox refuses its {label}: {shown}")
+
+
+def _validated_facts(tool: Tool) -> CodeFacts:
+    """The code facts of ``tool``, after checking that the record agrees with its own source
+    (a record built by hand, not by ``Tool.from_source``, could claim another name, id or signature)."""
+    facts = analyse(tool.source)
+    problems = []
+    if facts.name != tool.name:
+        problems.append(f"the source defines {facts.name!r}")
+    if facts.code_id != tool.id:
+        problems.append(f"the code's id is {facts.code_id}, the record says {tool.id}")
+    try:
+        sig = signature_from_ast(facts.function, tool.source)
+    except TypeSyntaxError as err:
+        raise InsertRejected(Reason.MALFORMED, tool.name, f"bad signature: {err}") from None
+    if sig != tool.signature:
+        problems.append(f"the annotations say {sig}, the record says {tool.signature}")
+    if problems:
+        raise InsertRejected(Reason.MALFORMED, tool.name,
+                             "the record does not match its source: " + "; ".join(problems))
+    return facts
