@@ -29,7 +29,7 @@ from typing import NamedTuple
 #: Modules a program or tool may import. A module is handed over as a read-only copy of its public,
 #: non-module attributes, minus :data:`HIDDEN_ATTRIBUTES`.
 ALLOWED_MODULES = (
-    "bisect", "cmath", "collections", "copy", "datetime", "decimal", "fractions", "functools", "heapq",
+    "bisect", "cmath", "collections", "copy", "datetime", "decimal", "fractions", "functools", "hashlib", "heapq",
     "itertools", "json", "math", "operator", "random", "re", "statistics", "string", "typing",
 )
 
