@@ -1,0 +1,14 @@
+"""Reinforcement learning of the planner: rollouts, rewards and GRPO math (issue 6).
+
+* :mod:`cocoda_jax.rl.actions` — the action format (one restricted assignment per step), its pure
+  static checker against a LibrarySnapshot, the sandboxed step runner and the observation text.
+* :mod:`cocoda_jax.rl.trajectory` — prompts, the text-level episode loop over any policy callable,
+  the frozen :class:`~cocoda_jax.rl.trajectory.Trajectory` record, SFT demonstrations as segments
+  labelled trainable or not (the loss masks).
+* :mod:`cocoda_jax.rl.rewards` — registered reward functions: ``R_res + lambda * sum Phi`` and options.
+* :mod:`cocoda_jax.rl.grpo` — group advantages, clipped ratio, k3 KL, aggregations as (sum, count).
+* :mod:`cocoda_jax.rl.update` — optax optimizer/schedule/clipping, a jitted exact micro-batched
+  step and PPO epochs over any ``sums_fn(params, batch)`` (the planner plugs in there).
+
+Submodules are imported on use; this root imports nothing (``grpo`` and ``update`` need JAX, the rest does not).
+"""

@@ -1,0 +1,340 @@
+"""GRPO as pure jnp math, apart from the learner loop (tunix's style: registered advantage and loss
+functions; losses as ``(sum, count)``).
+
+Why ``(sum, count)``: the learner may split a batch into micro-batches that do not fit in memory
+together. Each micro-batch returns the *sum* of its per-unit losses and the *count* of units; the
+learner adds the gradients of the sums and the counts, and divides once at the end. Because every
+aggregation below is a ratio of a sum over units to a count that does not depend on how the batch
+was split, the result equals the full-batch gradient exactly (up to float summation order):
+
+* ``token_mean``: units are tokens; count = number of loss tokens in the batch (DAPO-style).
+* ``seq_mean``: units are sequences, each contributing the mean over its own tokens; count =
+  number of sequences that have at least one loss token (the original GRPO).
+* ``constant``: Dr. GRPO — units are tokens, count = number of sequences times the *constant*
+  ``max_tokens`` of the config (never the batch's own longest sequence, which would change with
+  the split), so no length bias enters the gradient.
+
+Per token, with ``ratio = exp(logp - old_logp)`` and advantage ``A`` of the token's sequence::
+
+    loss = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A) + beta * k3
+    k3   = exp(ref_logp - logp) - (ref_logp - logp) - 1     (>= 0; unbiased for KL(pi || ref))
+
+With ``beta == 0`` the reference is never read (``ref_logp`` may be ``None``: no reference forward).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+AGGREGATIONS = ("token_mean", "seq_mean", "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class GRPOConfig:
+    """The GRPO hyper-parameters (PAPERS.md §A.6 defaults). Validates itself on construction.
+
+    ``epsilon_high``: the upper clip (``None``: symmetric, ``epsilon``); DAPO's clip-higher uses a
+    larger one. ``normalize_std``: divide group-centred rewards by the group's std (``False`` is
+    Dr. GRPO's unbiased advantage). ``max_tokens``: the constant normaliser of ``constant``.
+    """
+
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.01
+    aggregation: str = "token_mean"
+    normalize_std: bool = True
+    std_eps: float = 1e-6
+    max_tokens: int = 512
+    advantage: str = "grpo"
+    loss: str = "grpo"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.epsilon < 1:
+            raise ValueError(f"epsilon must be in (0, 1), got {self.epsilon}")
+        if self.epsilon_high is not None and not self.epsilon_high > 0:
+            raise ValueError(f"epsilon_high must be > 0, got {self.epsilon_high}")
+        if not self.beta >= 0:
+            raise ValueError(f"beta must be >= 0, got {self.beta}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
+        if not self.std_eps > 0:
+            raise ValueError(f"std_eps must be > 0, got {self.std_eps}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.advantage not in _ADVANTAGES:
+            raise ValueError(f"unknown advantage {self.advantage!r}; registered: {sorted(_ADVANTAGES)}")
+        if self.loss not in _LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; registered: {sorted(_LOSSES)}")
+
+    @property
+    def upper_clip(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+
+_ADVANTAGES: dict[str, Callable[..., jax.Array]] = {}
+_LOSSES: dict[str, Callable[..., "LossSums"]] = {}
+
+
+def register_advantage(name: str):
+    """Registers ``fn(rewards[B], group_size, config) -> advantages[B]``."""
+    def deco(fn):
+        if name in _ADVANTAGES:
+            raise ValueError(f"an advantage named {name!r} is already registered")
+        _ADVANTAGES[name] = fn
+        return fn
+    return deco
+
+
+def register_loss(name: str):
+    """Registers ``fn(logp, old_logp, ref_logp, advantages, mask, config) -> LossSums``."""
+    def deco(fn):
+        if name in _LOSSES:
+            raise ValueError(f"a loss named {name!r} is already registered")
+        _LOSSES[name] = fn
+        return fn
+    return deco
+
+
+def get_advantage(name: str):
+    return _ADVANTAGES[name]
+
+
+def get_loss(name: str):
+    return _LOSSES[name]
+
+
+# ------------------------------------------------------------------------------------------------
+# Advantages
+# ------------------------------------------------------------------------------------------------
+
+
+@register_advantage("grpo")
+def group_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig | None = None) -> jax.Array:
+    """``A_i = (r_i - mean_group) / (std_group + eps)`` (or without the division, Dr. GRPO).
+
+    ``rewards`` is ``[num_groups * group_size]`` with each group contiguous (the G rollouts of one
+    task). std is the population std (``ddof=0``); a group whose rewards are all equal gets zero
+    advantages either way, so it contributes no gradient.
+    """
+    config = GRPOConfig() if config is None else config
+    rewards = jnp.asarray(rewards, jnp.float32)
+    if rewards.ndim != 1 or rewards.shape[0] % group_size:
+        raise ValueError(f"rewards of shape {rewards.shape} do not split into groups of {group_size}")
+    grouped = rewards.reshape(-1, group_size)
+    centred = grouped - grouped.mean(axis=1, keepdims=True)
+    if config.normalize_std:
+        centred = centred / (grouped.std(axis=1, keepdims=True) + config.std_eps)
+    return centred.reshape(-1)
+
+
+def group_stats(rewards: jax.Array, group_size: int) -> tuple[jax.Array, jax.Array]:
+    """Per group, the reward mean and variance (what a RODS tracker reads; §B.1)."""
+    grouped = jnp.asarray(rewards, jnp.float32).reshape(-1, group_size)
+    return grouped.mean(axis=1), grouped.var(axis=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-token terms
+# ------------------------------------------------------------------------------------------------
+
+
+def k3_kl(logp: jax.Array, ref_logp: jax.Array) -> jax.Array:
+    """The k3 estimator ``exp(d) - d - 1`` with ``d = ref_logp - logp``: non-negative, unbiased for
+    ``KL(pi || ref)`` on tokens sampled from ``pi``, low variance."""
+    d = ref_logp - logp
+    return jnp.exp(d) - d - 1.0
+
+
+def clipped_surrogate(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, epsilon: float,
+                      epsilon_high: float | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Per token ``(-min(r A, clip(r) A), r, clipped)`` where ``clipped`` marks the tokens whose
+    gradient the clip removed (``r > 1 + eps_high`` with ``A > 0`` or ``r < 1 - eps`` with ``A < 0``)."""
+    high = epsilon if epsilon_high is None else epsilon_high
+    ratio = jnp.exp(logp - old_logp)
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - epsilon, 1.0 + high) * advantages
+    active = ((ratio > 1.0 + high) & (advantages > 0)) | ((ratio < 1.0 - epsilon) & (advantages < 0))
+    return -jnp.minimum(unclipped, clipped), ratio, active
+
+
+# ------------------------------------------------------------------------------------------------
+# The loss as (sum, count)
+# ------------------------------------------------------------------------------------------------
+
+
+class LossSums(NamedTuple):
+    """A loss and its metrics as sums with their counts (a pytree: add two with :func:`combine`).
+
+    ``loss_sum / loss_count`` is the loss. Token metrics (``*_sum``) divide by ``token_count``:
+    ``kl`` (k3; 0 when no reference was given), ``clip`` (clip fraction), ``entropy`` (``-logp``, a one-sample
+    estimate of the policy's entropy on the sampled tokens), ``ratio`` and ``logp_gap``
+    (``|logp - old_logp|``, the sampler/trainer mismatch on the first epoch).
+    """
+
+    loss_sum: jax.Array
+    loss_count: jax.Array
+    token_count: jax.Array
+    kl_sum: jax.Array
+    clip_sum: jax.Array
+    entropy_sum: jax.Array
+    ratio_sum: jax.Array
+    logp_gap_sum: jax.Array
+
+
+def combine(a: LossSums, b: LossSums) -> LossSums:
+    """The sums of two micro-batches (exactly those of the concatenated batch)."""
+    return jax.tree.map(jnp.add, a, b)
+
+
+def finalize(sums: LossSums) -> dict[str, jax.Array]:
+    """Loss and metric means from sums (a count of zero gives zeros, never NaN)."""
+    tokens = jnp.maximum(sums.token_count, 1.0)
+    return {
+        "loss": sums.loss_sum / jnp.maximum(sums.loss_count, 1e-9),
+        "kl": sums.kl_sum / tokens,
+        "clip_fraction": sums.clip_sum / tokens,
+        "entropy": sums.entropy_sum / tokens,
+        "ratio": sums.ratio_sum / tokens,
+        "logp_gap": sums.logp_gap_sum / tokens,
+        "tokens": sums.token_count,
+    }
+
+
+def aggregate(per_token: jax.Array, mask: jax.Array, aggregation: str, max_tokens: int) -> tuple[jax.Array, jax.Array]:
+    """``(sum, count)`` of per-token values under ``mask`` by the rule of the module docstring."""
+    mask = mask.astype(per_token.dtype)
+    masked = per_token * mask
+    if aggregation == "token_mean":
+        return masked.sum(), mask.sum()
+    lengths = mask.sum(axis=-1)
+    has_tokens = (lengths > 0).astype(per_token.dtype)
+    if aggregation == "seq_mean":
+        return (masked.sum(axis=-1) / jnp.maximum(lengths, 1.0)).sum(), has_tokens.sum()
+    if aggregation == "constant":
+        if per_token.shape[-1] > max_tokens:
+            raise ValueError(f"sequences of {per_token.shape[-1]} tokens exceed max_tokens={max_tokens}")
+        return masked.sum(), jnp.asarray(per_token.shape[0] * max_tokens, per_token.dtype)
+    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+
+
+@register_loss("grpo")
+def grpo_loss(logp: jax.Array, old_logp: jax.Array | None, ref_logp: jax.Array | None, advantages: jax.Array,
+              mask: jax.Array, config: GRPOConfig | None = None) -> LossSums:
+    """The clipped GRPO objective with the k3 KL penalty, as :class:`LossSums`.
+
+    Shapes: ``logp``, ``old_logp``, ``ref_logp`` and ``mask`` are ``[B, T]`` (log-probs of the
+    sampled tokens; mask 1 on the planner's own action tokens), ``advantages`` is ``[B]``.
+    ``old_logp=None`` means on-policy (the first epoch: the ratio is 1 but its gradient is kept).
+    With ``config.beta == 0`` the loss never reads ``ref_logp`` (``None`` is fine); if it is given
+    anyway the KL is still reported as a metric (drift monitoring without the penalty).
+    """
+    config = GRPOConfig() if config is None else config
+    logp = jnp.asarray(logp, jnp.float32)
+    mask = jnp.asarray(mask, jnp.float32)
+    old = jax.lax.stop_gradient(logp) if old_logp is None else jax.lax.stop_gradient(jnp.asarray(old_logp, jnp.float32))
+    adv = jnp.asarray(advantages, jnp.float32)[:, None]
+    surrogate, ratio, active = clipped_surrogate(logp, old, adv, config.epsilon, config.epsilon_high)
+    if config.beta > 0 and ref_logp is None:
+        raise ValueError("beta > 0 needs the reference log-probs (ref_logp)")
+    if ref_logp is None:
+        kl = jnp.zeros_like(logp)
+    else:
+        kl = k3_kl(logp, jax.lax.stop_gradient(jnp.asarray(ref_logp, jnp.float32)))
+    per_token = surrogate + config.beta * kl if config.beta > 0 else surrogate
+    loss_sum, loss_count = aggregate(per_token, mask, config.aggregation, config.max_tokens)
+    sg = jax.lax.stop_gradient
+
+    def tok(x):
+        return sg((x * mask).sum())
+
+    return LossSums(loss_sum=loss_sum, loss_count=sg(loss_count), token_count=sg(mask.sum()), kl_sum=tok(kl),
+                    clip_sum=tok(active.astype(jnp.float32)), entropy_sum=tok(-logp), ratio_sum=tok(ratio),
+                    logp_gap_sum=tok(jnp.abs(logp - old)))
+
+
+def sft_loss(logp: jax.Array, mask: jax.Array, aggregation: str = "token_mean", max_tokens: int = 512) -> tuple[jax.Array, jax.Array]:
+    """Supervised warm start on demonstrations: negative log-likelihood of the action tokens as
+    ``(sum, count)`` (observations and the prompt are masked out, like in GRPO)."""
+    return aggregate(-jnp.asarray(logp, jnp.float32), jnp.asarray(mask, jnp.float32), aggregation, max_tokens)
+
+
+# ------------------------------------------------------------------------------------------------
+# Micro-batching
+# ------------------------------------------------------------------------------------------------
+
+
+def _objective(sums_fn):
+    def objective(params, batch):
+        sums = sums_fn(params, batch)
+        return sums.loss_sum, sums
+    return objective
+
+
+def accumulate_gradients(sums_fn: Callable[[Any, Any], LossSums], params: Any, micro_batches: Sequence[Any]
+                         ) -> tuple[Any, dict[str, jax.Array]]:
+    """The full-batch gradient of ``loss_sum / loss_count`` from micro-batches of any sizes.
+
+    ``sums_fn(params, batch) -> LossSums``. The gradients of the sums are added, then divided once by
+    the total count: exactly the gradient of the concatenated batch's loss (see the module doc).
+    A Python loop (one compile per micro-batch shape); :func:`scan_gradients` is the jitted form.
+    """
+    if not micro_batches:
+        raise ValueError("no micro-batches")
+    grad_fn = jax.jit(jax.grad(_objective(sums_fn), has_aux=True))
+    total_grad, total = None, None
+    for batch in micro_batches:
+        g, sums = grad_fn(params, batch)
+        total_grad = g if total_grad is None else jax.tree.map(jnp.add, total_grad, g)
+        total = sums if total is None else combine(total, sums)
+    count = jnp.maximum(total.loss_count, 1e-9)
+    return jax.tree.map(lambda x: x / count, total_grad), finalize(total)
+
+
+def scan_gradients(sums_fn: Callable[[Any, Any], LossSums], params: Any, batch: Any, num_micro_batches: int
+                   ) -> tuple[Any, dict[str, jax.Array]]:
+    """:func:`accumulate_gradients` over ``num_micro_batches`` equal slices of ``batch``'s leading
+    axis with ``lax.scan``: one compiled body, memory of one micro-batch, jit- and shard-friendly."""
+    leading = {x.shape[0] for x in jax.tree.leaves(batch)}
+    if len(leading) != 1 or next(iter(leading)) % num_micro_batches:
+        raise ValueError(f"batch leading sizes {sorted(leading)} do not split into {num_micro_batches} micro-batches")
+    stacked = jax.tree.map(lambda x: x.reshape(num_micro_batches, -1, *x.shape[1:]), batch)
+    grad_fn = jax.grad(_objective(sums_fn), has_aux=True)
+    zero_grad = jax.tree.map(jnp.zeros_like, params)
+    shapes = jax.eval_shape(lambda: sums_fn(params, jax.tree.map(lambda x: x[0], stacked)))
+    zero_sums = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    def body(carry, micro):
+        acc_grad, acc_sums = carry
+        g, sums = grad_fn(params, micro)
+        return (jax.tree.map(jnp.add, acc_grad, g), combine(acc_sums, sums)), None
+
+    (total_grad, total), _ = jax.lax.scan(body, (zero_grad, zero_sums), stacked)
+    count = jnp.maximum(total.loss_count, 1e-9)
+    return jax.tree.map(lambda x: x / count, total_grad), finalize(total)
+
+
+def token_logprobs(logits: jax.Array, tokens: jax.Array) -> jax.Array:
+    """``log softmax(logits)[tokens]``: ``[B, T, V]`` logits and ``[B, T]`` ids give ``[B, T]``."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(logp, tokens[..., None], axis=-1)[..., 0]
+
+
+def full_entropy(logits: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Exact entropy of the policy per position, as ``(sum, count)`` over masked positions (when
+    the logits are at hand; :class:`LossSums` has the one-sample estimate from log-probs)."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    ent = -(jnp.exp(logp) * logp).sum(-1)
+    mask = mask.astype(jnp.float32)
+    return (ent * mask).sum(), mask.sum()
+
+
+__all__ = [
+    "AGGREGATIONS", "GRPOConfig", "LossSums", "accumulate_gradients", "aggregate", "scan_gradients", "clipped_surrogate", "combine",
+    "finalize", "full_entropy", "get_advantage", "get_loss", "group_advantages", "group_stats", "grpo_loss", "k3_kl",
+    "register_advantage", "register_loss", "sft_loss", "token_logprobs",
+]
