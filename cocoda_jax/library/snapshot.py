@@ -116,7 +116,11 @@ class LibrarySnapshot:
         """
         return self._insert(tool, runner=runner, timeout_s=timeout_s, run_checks=True)
 
-    def _insert(self, tool: Tool, *, runner: Any, timeout_s: float | None, run_checks: bool) -> "LibrarySnapshot":
+    def _insert(self, tool: Tool, *, runner: Any, timeout_s: float | None, run_checks: bool,
+                update_index: bool = True) -> "LibrarySnapshot":
+        """INSERTTOOL's body. A bulk load passes ``update_index=False`` and rebuilds the signature
+        index once at the end (:meth:`_with_rebuilt_index`): one index add per tool would copy the
+        index's name table each time, quadratic over a 100k-tool file."""
         if not isinstance(tool, Tool):
             raise TypeError(f"insert expects a Tool, got {type(tool).__name__}")
         facts = _validated_facts(tool)
@@ -152,7 +156,13 @@ class LibrarySnapshot:
         if run_checks:
             self._behaviour_checks(tool, runner, timeout_s)
         flat = sum(self._flat[c] for c in calls) if calls else 1
-        return self._with(tool, calls, depth, flat)
+        return self._with(tool, calls, depth, flat, update_index)
+
+    def _with_rebuilt_index(self) -> "LibrarySnapshot":
+        """The same snapshot with its signature index built in bulk from the tool records."""
+        state = {slot: getattr(self, slot) for slot in self.__slots__ if slot != "_topo"}
+        state["_index"] = SignatureIndex.build((name, tool.signature) for name, tool in self._tools.items())
+        return LibrarySnapshot(**state)
 
     def _behaviour_checks(self, tool: Tool, runner: Any, timeout_s: float | None) -> None:
         """Examples and conditions, then duplicate behaviour, through ``runner``.
@@ -206,7 +216,8 @@ class LibrarySnapshot:
                                      f"outputs on all {total} examples of both tools")
             offset += len(runs)
 
-    def _with(self, tool: Tool, calls: tuple[str, ...], depth: int, flat: int) -> "LibrarySnapshot":
+    def _with(self, tool: Tool, calls: tuple[str, ...], depth: int, flat: int,
+              update_index: bool = True) -> "LibrarySnapshot":
         name = tool.name
         parents = self._parents.set(name, pset())
         for child in set(calls):
@@ -217,7 +228,7 @@ class LibrarySnapshot:
             _children=self._children.set(name, calls), _parents=parents,
             _depth=self._depth.set(name, depth), _flat=self._flat.set(name, flat),
             _ids=self._ids.set(tool.id, name), _shapes=self._shapes.set(key, self._shapes.get(key, pset()).add(name)),
-            _index=self._index.add(name, tool.signature))
+            _index=self._index.add(name, tool.signature) if update_index else self._index)
 
     def remove(self, name: str) -> "LibrarySnapshot":
         """The snapshot without ``name``; refused (:class:`RemoveRefused`, reason ``has_dependents``)

@@ -156,3 +156,14 @@ def test_text_is_one_tool_per_line_with_sorted_keys(static_library):
     for line in lines[1:-1]:
         assert line.rstrip(",") == json.dumps(json.loads(line.rstrip(",")), sort_keys=True)  # sorted keys
     assert LibrarySnapshot.empty(max_depth=2).to_json() == '{"max_depth": 2, "schema": "cocoda_jax.library/1", "tools": []}\n'
+
+
+def test_a_loaded_library_has_the_index_of_one_built_by_inserts(static_library):
+    """from_json builds the signature index in bulk; it must equal the incrementally kept one."""
+    from cocoda_jax.types import parse_signature
+
+    loaded = LibrarySnapshot.from_json(static_library.to_json())
+    assert sorted(loaded.signature_index.items()) == sorted(static_library.signature_index.items())
+    for query in ("(x: float, y: float) -> float", "(xs: list[float]) -> float", "(n: int) -> float"):
+        q = parse_signature(query)
+        assert loaded.signature_index.lookup(q, limit=20) == static_library.signature_index.lookup(q, limit=20)
