@@ -14,12 +14,18 @@ from cocoda_jax.coevolve.abstractor import (
 )
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig, Decision, Incumbent, Proposal, decide, run_rounds
 from cocoda_jax.coevolve.rounds import RoundOutcome, WarmLibrary, abstraction_round, warm_library
+from cocoda_jax.coevolve.teacher import (
+    ERROR_KINDS, ProposalError, TeacherAbstractor, TeacherConfig, TeacherProposals, build_messages,
+    candidates_from_reply, parse_reply,
+)
 from cocoda_jax.coevolve.traces import Trace, TraceError, trace_from_program, trace_from_trajectory
 from cocoda_jax.coevolve.validate import (
     Refactoring, Rejection, ValidationConfig, ValidationResult, play_programs, refactored_demonstrations, validate,
 )
 
 __all__ = [
+    "ERROR_KINDS", "ProposalError", "TeacherAbstractor", "TeacherConfig", "TeacherProposals", "build_messages",
+    "candidates_from_reply", "parse_reply",
     "Abstractor", "AbstractorConfig", "AcceptanceConfig", "Candidate", "Decision", "Incumbent", "NotStraightLine",
     "Pattern", "Proposal", "Refactoring", "Rejection", "RoundOutcome", "Score", "SymbolicAbstractor", "Trace",
     "TraceError", "Use", "ValidationConfig", "ValidationResult", "WarmLibrary", "abstraction_round", "acceptance",

@@ -1,0 +1,17 @@
+"""Run reporting: per-step metrics (JSONL and TensorBoard) and PNG plots of them.
+
+    from cocoda_jax.report import MetricsWriter, plot_metrics, read_metrics
+    with MetricsWriter(workdir, resume_step=restored_step) as w:   # None for a fresh run
+        w.write(step, {"reward_mean": 0.4, "kl": 0.01})
+    plot_metrics(workdir / "metrics.jsonl", ["reward_mean", "kl"], workdir / "plots" / "train.png")
+"""
+
+from cocoda_jax.report.metrics import (
+    JSONL_NAME, TB_DIR, MetricsError, MetricsFormatError, MetricsWriter, iter_series, read_event_scalars, read_metrics,
+)
+from cocoda_jax.report.plots import metrics_figure, plot_metrics, series
+
+__all__ = [
+    "JSONL_NAME", "MetricsError", "MetricsFormatError", "MetricsWriter", "TB_DIR", "iter_series", "metrics_figure",
+    "plot_metrics", "read_event_scalars", "read_metrics", "series",
+]
