@@ -1,0 +1,330 @@
+"""A jitted KV-cache sampler: bucketed prefill, `lax.while_loop` decode, multi-turn continuation.
+
+* Prompts are left-padded to a power-of-two bucket, so `_append` compiles once per
+  (batch, bucket); the decode loop compiles once per (batch, cache size, max_new_tokens).
+  Sampling knobs (temperature, top-k, top-p, greedy, stop ids) are traced values, so
+  changing them never recompiles.
+* The fixed-size `KVCache` is donated to every jitted call.
+* Every sampled token is fed back into the cache before the loop stops, so a finished
+  generation leaves the cache holding the whole conversation; `continue_generation`
+  appends tokens the model did not generate (tool observations) and samples again
+  without recomputing the prefix. Only when the cache lacks room is the history
+  re-prefilled (compactly, without padding holes); if it still does not fit,
+  `CacheFullError` is raised.
+* Log-probs are fp32 log p(token) under the model's own (temperature 1, untruncated)
+  distribution, i.e. exactly what the training forward computes for the same tokens.
+* Deterministic for a fixed key: the key is split once per decode step.
+* Stop tokens end a row inside the loop; stop strings are matched on the host after
+  decoding (via `tokenizer.decode`), the row is cut after the token that completes the
+  string, and the cut-off slots are invalidated in the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from cocoda_jax.models.sharding import logical_to_spec
+from cocoda_jax.models.transformer import KVCache, Transformer
+
+
+class SamplerError(ValueError):
+    """Bad sampler input (empty prompt, prompt longer than the cache, ...)."""
+
+
+class CacheFullError(SamplerError):
+    """The conversation no longer fits in the fixed-size KV cache."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 32
+    temperature: float = 1.0
+    top_k: int = 0          # 0: off
+    top_p: float = 1.0      # 1.0: off
+    greedy: bool = False
+    stop_tokens: tuple[int, ...] = ()
+    stop_strings: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.max_new_tokens <= 0:
+            raise SamplerError(f"max_new_tokens must be > 0, got {self.max_new_tokens}")
+        if not self.temperature > 0 and not self.greedy:
+            raise SamplerError(f"temperature must be > 0 (or greedy=True), got {self.temperature}")
+        if self.top_k < 0:
+            raise SamplerError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise SamplerError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerState:
+    """Everything needed to continue a batch of conversations."""
+
+    cache: KVCache
+    last_logits: jax.Array      # [b, v] next-token logits after the last valid token
+    pos: jax.Array              # [b] number of real tokens so far (next position)
+    history: tuple[tuple[int, ...], ...]  # real tokens per row (for re-prefill when full)
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationResult:
+    tokens: list[list[int]]           # generated tokens per row (stop token/string included)
+    log_probs: list[np.ndarray]       # fp32 per generated token
+    stop_reasons: list[str]           # "stop_token" | "stop_string" | "length" | "cache_full"
+    state: SamplerState
+
+
+def bucket_size(n: int, minimum: int = 8) -> int:
+    """Smallest power of two >= max(n, minimum)."""
+    b = max(minimum, 1)
+    b = 1 << (b - 1).bit_length()
+    while b < n:
+        b *= 2
+    return b
+
+
+def sample_logits(key, logits, temperature, top_k, top_p, greedy):
+    """One token per row from fp32 logits [b, v]; all knobs may be traced."""
+    logits = logits.astype(jnp.float32)
+
+    def plain():  # no truncation: no sort over the vocabulary
+        return jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6), axis=-1).astype(jnp.int32)
+
+    def sampled():
+        return jax.lax.cond((top_k > 0) | (top_p < 1.0),
+                            lambda: _sample_truncated(key, logits, temperature, top_k, top_p), plain)
+
+    return jax.lax.cond(greedy, lambda: jnp.argmax(logits, axis=-1).astype(jnp.int32), sampled)
+
+
+def _sample_truncated(key, logits, temperature, top_k, top_p):
+    v = logits.shape[-1]
+    scaled = logits / jnp.maximum(temperature, 1e-6)
+    srt = jnp.sort(scaled, axis=-1)[:, ::-1]
+    kth = jnp.take_along_axis(srt, jnp.full((srt.shape[0], 1), jnp.clip(top_k - 1, 0, v - 1)), axis=-1)
+    use_k = top_k > 0
+    scaled = jnp.where(use_k & (scaled < kth), -jnp.inf, scaled)
+    srt = jnp.where(use_k & (srt < kth), -jnp.inf, srt)
+    probs = jax.nn.softmax(srt, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs
+    keep = before < top_p
+    thr = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
+    scaled = jnp.where(scaled < thr, -jnp.inf, scaled)
+    return jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+
+
+def _append_fn(graphdef, params, cache, last_logits, pos, tokens, mask):
+    """Feeds tokens [b, t] (mask [b, t]) at the cache end; rows with no token keep state."""
+    model = nnx.merge(graphdef, params)
+    positions = pos[:, None] + jnp.cumsum(mask, axis=1) - 1
+    positions = jnp.maximum(positions, 0)
+    logits, cache = model.decode(tokens, positions, mask, cache)
+    count = mask.sum(axis=1)
+    t = tokens.shape[1]
+    last_idx = t - 1 - jnp.argmax(mask[:, ::-1], axis=1)
+    new_last = jnp.take_along_axis(logits, last_idx[:, None, None], axis=1)[:, 0]
+    last_logits = jnp.where((count > 0)[:, None], new_last, last_logits)
+    return cache, last_logits, pos + count
+
+
+def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperature, top_k, top_p,
+                 greedy, stop_ids, *, max_new, pad_id):
+    model = nnx.merge(graphdef, params)
+    b = pos.shape[0]
+    size = cache.size
+
+    def cond(c):
+        i, cache, _, _, done, _, _, _ = c
+        return (i < max_new) & ~jnp.all(done) & (cache.end < size)
+
+    def body(c):
+        i, cache, last_logits, pos, done, key, toks, lps = c
+        key, sub = jax.random.split(key)
+        tok = sample_logits(sub, last_logits, temperature, top_k, top_p, greedy)
+        lp = jnp.take_along_axis(jax.nn.log_softmax(last_logits, axis=-1), tok[:, None], axis=-1)[:, 0]
+        live = ~done
+        tok = jnp.where(live, tok, pad_id)
+        toks = toks.at[:, i].set(tok)
+        lps = lps.at[:, i].set(jnp.where(live, lp, 0.0))
+        logits, cache = model.decode(tok[:, None], pos[:, None], live[:, None], cache)
+        last_logits = jnp.where(live[:, None], logits[:, 0], last_logits)
+        pos = pos + live
+        done = done | (live & jnp.any(tok[:, None] == stop_ids[None, :], axis=1))
+        return i + 1, cache, last_logits, pos, done, key, toks, lps
+
+    toks = jnp.full((b, max_new), pad_id, jnp.int32)
+    lps = jnp.zeros((b, max_new), jnp.float32)
+    start = cache.end
+    init = (jnp.int32(0), cache, last_logits, pos, done, key, toks, lps)
+    steps, cache, last_logits, pos, done, _, toks, lps = jax.lax.while_loop(cond, body, init)
+    return cache, last_logits, pos, done, toks, lps, steps, start
+
+
+def _rollback_fn(cache, pos, start, cut):
+    """Invalidates generated slots at step index >= cut[b] (slot = start + step)."""
+    slots = jnp.arange(cache.size)[None, :]
+    drop = (slots >= start + cut[:, None]) & (slots < cache.end)
+    removed = (drop & cache.valid).sum(axis=1)
+    return cache.replace(valid=cache.valid & ~drop), pos - removed
+
+
+def new_decode_state(cfg, batch: int, size: int):
+    """(empty KVCache, zero last logits, zero positions); under an ambient mesh they are
+    created directly in their logical-axis shardings (batch over data+fsdp, kv heads over
+    tensor), never as a full copy on one device."""
+    def make():
+        return (KVCache.zeros(cfg, batch, size), jnp.zeros((batch, cfg.vocab_size), jnp.float32),
+                jnp.zeros((batch,), jnp.int32))
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh is None or mesh.empty:
+        return make()
+    kv_shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)
+    kv = (logical_to_spec(("cache_batch", "cache_kv_heads", "cache_seq", None), kv_shape, mesh),) * cfg.n_layers
+    cache = KVCache(k=kv, v=kv, valid=logical_to_spec(("cache_batch", "cache_seq"), (batch, size), mesh),
+                    end=jax.sharding.PartitionSpec())
+    out = (cache, logical_to_spec(("act_batch", "act_vocab"), (batch, cfg.vocab_size), mesh),
+           logical_to_spec(("act_batch",), (batch,), mesh))
+    return jax.jit(make, out_shardings=out)()
+
+
+# Module-level jits: every Sampler shares their compilation caches.
+_APPEND = jax.jit(_append_fn, static_argnums=0, donate_argnums=(2,))
+_GENERATE = jax.jit(_generate_fn, static_argnums=0, static_argnames=("max_new", "pad_id"),
+                    donate_argnums=(2,))
+_ROLLBACK = jax.jit(_rollback_fn, donate_argnums=(0,))
+
+
+class Sampler:
+    """Batched sampler over a `Transformer` with a fixed-size KV cache of `cache_size` slots.
+
+    On a mesh: create the model sharded (`create_model(..., mesh=)` or
+    `load_hf_checkpoint(..., mesh=)`) and call the sampler inside `jax.set_mesh(mesh)`;
+    the cache is then created sharded and the batch is split over data and fsdp."""
+
+    def __init__(self, model: Transformer, *, cache_size: int, pad_id: int = 0, min_bucket: int = 8,
+                 tokenizer=None):
+        self.cfg = model.cfg
+        self.cache_size = int(cache_size)
+        self.pad_id = int(pad_id)
+        self.min_bucket = min_bucket
+        self.tokenizer = tokenizer
+        self.graphdef, self.params = nnx.split(model)
+        self.prefill_tokens = 0  # tokens fed through `_append` (for tests and accounting)
+        self._append = _APPEND
+        self._generate = _GENERATE
+        self._rollback = _ROLLBACK
+
+    def update_params(self, model: Transformer):
+        """New weights (e.g. after a learner step) without recompiling."""
+        self.params = nnx.state(model)
+
+    # ------------------------------------------------------------------ internals
+    def _feed(self, cache, last_logits, pos, rows: Sequence[Sequence[int]], left_pad: bool):
+        b = len(rows)
+        t = bucket_size(max(len(r) for r in rows), self.min_bucket)
+        toks = np.full((b, t), self.pad_id, np.int32)
+        mask = np.zeros((b, t), bool)
+        for i, r in enumerate(rows):
+            if len(r):
+                sl = slice(t - len(r), t) if left_pad else slice(0, len(r))
+                toks[i, sl] = r
+                mask[i, sl] = True
+        self.prefill_tokens += t * b
+        return self._append(self.graphdef, self.params, cache, last_logits, pos,
+                            jnp.asarray(toks), jnp.asarray(mask))
+
+    def _fresh(self, rows):
+        b = len(rows)
+        need = bucket_size(max(len(r) for r in rows), self.min_bucket)
+        if need > self.cache_size:
+            raise CacheFullError(f"prompt bucket {need} exceeds cache size {self.cache_size}")
+        cache, last, pos = new_decode_state(self.cfg, b, self.cache_size)
+        return self._feed(cache, last, pos, rows, left_pad=True)
+
+    def _decode(self, detok: Callable | None, cache, last, pos, done, history, params, key):
+        stop_ids = jnp.asarray(list(params.stop_tokens) or [-1], jnp.int32)
+        cache, last, pos, done_out, toks, lps, steps, start = self._generate(
+            self.graphdef, self.params, cache, last, pos, jnp.asarray(done), key,
+            jnp.float32(params.temperature), jnp.int32(params.top_k), jnp.float32(params.top_p),
+            jnp.bool_(params.greedy), stop_ids, max_new=params.max_new_tokens, pad_id=self.pad_id)
+        toks, lps, done_out = np.asarray(toks), np.asarray(lps), np.asarray(done_out)
+        steps = int(steps)
+        full = int(cache.end) >= self.cache_size
+        out_t, out_lp, reasons, cut = [], [], [], []
+        for b in range(toks.shape[0]):
+            n = 0 if done[b] else steps
+            row = [int(x) for x in toks[b, :n]]
+            stop_at = next((j for j, x in enumerate(row) if x in params.stop_tokens), None)
+            reason = "length" if not full or n == params.max_new_tokens else "cache_full"
+            if stop_at is not None:
+                row, reason = row[:stop_at + 1], "stop_token"
+            if params.stop_strings and row:
+                if detok is None:
+                    raise SamplerError("stop_strings need a tokenizer (Sampler(tokenizer=...))")
+                for j in range(len(row)):
+                    text = detok(row[:j + 1])
+                    if any(s in text for s in params.stop_strings):
+                        row, reason = row[:j + 1], "stop_string"
+                        break
+            if done[b]:
+                reason = "done"
+            out_t.append(row)
+            out_lp.append(lps[b, :len(row)].astype(np.float32))
+            reasons.append(reason)
+            cut.append(len(row))
+        if any(c < steps for c in cut):
+            cache, pos = self._rollback(cache, pos, start, jnp.asarray(cut, jnp.int32))
+        history = tuple(tuple(h) + tuple(r) for h, r in zip(history, out_t))
+        return GenerationResult(out_t, out_lp, reasons, SamplerState(cache, last, pos, history))
+
+    def _detok(self):
+        if self.tokenizer is None:
+            return None
+        return self.tokenizer if callable(self.tokenizer) and not hasattr(self.tokenizer, "decode") \
+            else self.tokenizer.decode
+
+    def _check_stop_strings(self, params: SamplingParams):
+        if params.stop_strings and self.tokenizer is None:
+            raise SamplerError("stop_strings need a tokenizer (Sampler(tokenizer=...))")
+
+    # ------------------------------------------------------------------ public
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams, key) -> GenerationResult:
+        """Samples a continuation for each prompt (a list of token ids)."""
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise SamplerError("every prompt needs at least one token")
+        self._check_stop_strings(params)
+        cache, last, pos = self._fresh(prompts)
+        done = np.zeros(len(prompts), bool)
+        history = tuple(tuple(int(x) for x in p) for p in prompts)
+        return self._decode(self._detok(), cache, last, pos, done, history, params, key)
+
+    def continue_generation(self, state: SamplerState, observations: Sequence[Sequence[int]],
+                            params: SamplingParams, key) -> GenerationResult:
+        """Appends `observations[b]` (tokens the model did not generate) to each row and
+        samples again. Rows with no observation tokens are finished and generate nothing.
+
+        `state` is consumed (its cache buffers are donated): continue from the returned
+        result's state, once."""
+        self._check_stop_strings(params)
+        if len(observations) != state.pos.shape[0]:
+            raise SamplerError(f"{len(observations)} observations for a batch of {state.pos.shape[0]}")
+        obs = [[int(x) for x in o] for o in observations]
+        done = np.array([len(o) == 0 for o in obs])
+        history = tuple(h + tuple(o) for h, o in zip(state.history, obs))
+        t = bucket_size(max(max(len(o) for o in obs), 1), self.min_bucket)
+        if int(state.cache.end) + t + 1 <= self.cache_size:
+            cache, last, pos = self._feed(state.cache, state.last_logits, state.pos, obs, left_pad=False)
+        else:  # no room: re-prefill every row's history compactly (drops padding holes)
+            rows = list(history)
+            if bucket_size(max(len(r) for r in rows), self.min_bucket) + 1 > self.cache_size:
+                raise CacheFullError(
+                    f"conversation of {max(len(h) for h in history)} tokens does not fit a cache of "
+                    f"{self.cache_size} slots")
+            cache, last, pos = self._fresh(rows)
+        return self._decode(self._detok(), cache, last, pos, done, history, params, key)

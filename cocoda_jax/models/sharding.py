@@ -1,0 +1,98 @@
+"""One device mesh with named axes (data, fsdp, tensor) and logical-axis rules.
+
+Every parameter and activation dimension carries a logical name ("vocab", "embed",
+"heads", "act_batch", ...). `LOGICAL_RULES` maps a logical name to mesh axes (as in
+MaxText); `logical_to_spec` turns a tuple of names into a `PartitionSpec` for a given
+mesh, dropping any mesh axis that is absent, of size 1, already used by an earlier
+dimension, or that does not divide the dimension (so tiny models still shard cleanly).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# logical name -> mesh axes, in order of preference (several may combine on one dim).
+LOGICAL_RULES: dict[str, tuple[str, ...]] = {
+    # parameters
+    "vocab": ("tensor",),
+    "embed": ("fsdp",),
+    "heads": ("tensor",),
+    "kv_heads": ("tensor",),
+    "head_dim": (),
+    "mlp": ("tensor",),
+    "norm": (),
+    # activations
+    "act_batch": ("data", "fsdp"),
+    "act_seq": (),
+    "act_embed": (),
+    "act_heads": ("tensor",),
+    "act_kv_heads": ("tensor",),
+    "act_mlp": ("tensor",),
+    "act_vocab": ("tensor",),
+    "cache_batch": ("data", "fsdp"),
+    "cache_seq": (),
+    "cache_kv_heads": ("tensor",),
+    "layers": (),
+}
+
+
+def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices=None) -> Mesh:
+    """A (data, fsdp, tensor) mesh with Auto axis types (implicit sharding propagation)."""
+    shape = (data, fsdp, tensor)
+    n = int(np.prod(shape))
+    if devices is None:
+        if n > jax.device_count():
+            raise ValueError(f"mesh {dict(zip(MESH_AXES, shape))} needs {n} devices, "
+                             f"have {jax.device_count()}")
+        devices = jax.devices()[:n]
+    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
+
+
+def logical_to_spec(names: Sequence[str | None], shape: Sequence[int] | None = None,
+                    mesh: Mesh | None = None, rules: dict[str, tuple[str, ...]] | None = None) -> P:
+    """PartitionSpec for dims named `names` on `mesh` (the ambient mesh if None)."""
+    rules = LOGICAL_RULES if rules is None else rules
+    if mesh is None:
+        mesh = jax.sharding.get_abstract_mesh()
+    sizes = dict(mesh.shape) if mesh is not None and not mesh.empty else {}
+    used: set[str] = set()
+    out = []
+    for i, name in enumerate(names):
+        if name is None:
+            out.append(None)
+            continue
+        if name not in rules:
+            raise KeyError(f"no logical-axis rule for {name!r}")
+        dim = None if shape is None else shape[i]
+        axes = []
+        prod = 1
+        for ax in rules[name]:
+            size = sizes.get(ax, 1)
+            if size == 1 or ax in used:
+                continue
+            if dim is not None and dim % (prod * size):
+                continue
+            axes.append(ax)
+            prod *= size
+        used.update(axes)
+        out.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
+    return P(*out)
+
+
+def named_sharding(mesh: Mesh, names: Sequence[str | None], shape: Sequence[int]) -> NamedSharding:
+    return NamedSharding(mesh, logical_to_spec(names, shape, mesh))
+
+
+def constrain(x: jax.Array, names: Sequence[str | None]) -> jax.Array:
+    """`with_sharding_constraint` by logical names; a no-op without an ambient mesh."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh is None or mesh.empty or all(s == 1 for s in mesh.shape.values()):
+        return x
+    return jax.lax.with_sharding_constraint(x, logical_to_spec(names, x.shape, mesh))
+

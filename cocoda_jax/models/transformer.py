@@ -1,0 +1,338 @@
+"""A Qwen3/Llama-family decoder-only transformer in Flax NNX.
+
+Layout (dimension letters as in tunix: b batch, t query time, s key slot, d model,
+h query heads, k kv heads, g group = h/k, e head_dim, f ffn, v vocab, l layers):
+
+  embed      [v, d]          ("vocab", "embed")
+  q_proj     [d, h, e]       ("embed", "heads", "head_dim")
+  k/v_proj   [d, k, e]       ("embed", "kv_heads", "head_dim")
+  o_proj     [h, e, d]       ("heads", "head_dim", "embed")
+  gate/up    [d, f]          ("embed", "mlp")
+  down       [f, d]          ("mlp", "embed")
+  lm_head    [d, v]          ("embed", "vocab")   (absent when embeddings are tied)
+  KV cache   per layer [b, k, s, e]  ("cache_batch", "cache_kv_heads", "cache_seq", -)
+
+Every parameter carries its logical axis names as the `logical_axes` metadata, which
+`sharding.py` maps onto the (data, fsdp, tensor) mesh. RoPE follows HF's rotate-half
+convention so HF checkpoints load without permuting q/k rows.
+
+Two entry points share one attention core:
+  * `model(input_ids, positions=None, attention_mask=None)` -> fp32 logits [b, t, v]
+    (training / scoring; causal, with optional padding mask).
+  * `model.decode(tokens, positions, token_mask, cache)` -> (logits, cache): appends a
+    chunk of tokens to a fixed-size `KVCache` (prefill, one decode step, or a multi-turn
+    observation) and attends to every valid earlier slot.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from cocoda_jax.models.config import ModelConfig
+from cocoda_jax.models.sharding import constrain, named_sharding
+
+_NEG = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+
+def _dtype(name: str):
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[name]
+
+
+def _param(rngs: nnx.Rngs, shape, axes, dtype, init="normal", std=0.02) -> nnx.Param:
+    if init == "ones":
+        value = jnp.ones(shape, dtype)
+    else:
+        value = (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
+    return nnx.Param(value, logical_axes=tuple(axes))
+
+
+# ------------------------------------------------------------------------ rotary
+def rope_inv_freq(cfg: ModelConfig) -> jnp.ndarray:
+    """Inverse frequencies [head_dim/2] with the config's rope scaling applied (fp32)."""
+    e = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (jnp.arange(0, e, 2, dtype=jnp.float32) / e))
+    rs = cfg.rope_scaling
+    if rs.rope_type == "linear":
+        inv = inv / rs.factor
+    elif rs.rope_type == "llama3":
+        old = rs.original_max_position_embeddings
+        low_wl = old / rs.low_freq_factor
+        high_wl = old / rs.high_freq_factor
+        wl = 2 * math.pi / inv
+        scaled = jnp.where(wl > low_wl, inv / rs.factor, inv)
+        smooth = (old / wl - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor)
+        smoothed = (1 - smooth) * scaled / rs.factor + smooth * scaled
+        medium = (wl >= high_wl) & (wl <= low_wl)
+        inv = jnp.where(medium, smoothed, scaled)
+    return inv
+
+
+def apply_rope(x: jnp.ndarray, positions: jnp.ndarray, inv_freq: jnp.ndarray) -> jnp.ndarray:
+    """x [b, t, n, e], positions [b, t] -> rotated x (rotate-half convention, fp32 math)."""
+    freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # [b, t, e/2]
+    cos = jnp.cos(freqs)[:, :, None, :]
+    sin = jnp.sin(freqs)[:, :, None, :]
+    xf = x.astype(jnp.float32)
+    x1, x2 = jnp.split(xf, 2, axis=-1)
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+# ------------------------------------------------------------------------ modules
+class RMSNorm(nnx.Module):
+    def __init__(self, dim: int, eps: float, axis_name: str, param_dtype, *, rngs: nnx.Rngs):
+        self.scale = _param(rngs, (dim,), (axis_name,), param_dtype, init="ones")
+        self.eps = eps
+
+    def __call__(self, x):
+        xf = x.astype(jnp.float32)
+        var = jnp.mean(xf * xf, axis=-1, keepdims=True)
+        y = (xf * jax.lax.rsqrt(var + self.eps)).astype(x.dtype)
+        return self.scale[...].astype(x.dtype) * y
+
+
+@flax.struct.dataclass
+class KVCache:
+    """Fixed-size KV cache. k, v: tuples of one [b, k, s, e] array per layer (separate
+    buffers updated in place; the [b, k, s, e] layout makes both attention matmuls plain
+    batched matmuls over (b, k), with no per-step transpose of the cache); valid: [b, s] (slot holds a real token); end: int32 scalar, the next slot to
+    write (shared by the batch: rows are aligned)."""
+
+    k: tuple
+    v: tuple
+    valid: jnp.ndarray
+    end: jnp.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.valid.shape[1]
+
+    @classmethod
+    def zeros(cls, cfg: ModelConfig, batch: int, size: int) -> "KVCache":
+        shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)
+        dt = _dtype(cfg.dtype)
+        return cls(k=tuple(jnp.zeros(shape, dt) for _ in range(cfg.n_layers)),
+                   v=tuple(jnp.zeros(shape, dt) for _ in range(cfg.n_layers)),
+                   valid=jnp.zeros((batch, size), bool), end=jnp.zeros((), jnp.int32))
+
+
+def attention_core(q, k, v, mask):
+    """q [b,t,h,e], k/v [b,k,s,e], mask [b,t,s] -> [b,t,h,e]; fp32 softmax.
+
+    Query head h uses kv head h // (h/k) (HF's repeat_kv order)."""
+    b, t, h, e = q.shape
+    kh = k.shape[1]
+    g = h // kh
+    q = q.reshape(b, t, kh, g, e).transpose(0, 2, 3, 1, 4).reshape(b, kh, g * t, e)
+    scores = jnp.einsum("bkqe,bkse->bkqs", q, k, preferred_element_type=jnp.float32)
+    scores = scores.reshape(b, kh, g, t, -1) / math.sqrt(e)
+    scores = jnp.where(mask[:, None, None], scores, _NEG)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype).reshape(b, kh, g * t, -1)
+    out = jnp.einsum("bkqs,bkse->bkqe", probs, v)
+    return out.reshape(b, kh, g, t, e).transpose(0, 3, 1, 2, 4).reshape(b, t, h, e)
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        pd = _dtype(cfg.param_dtype)
+        d, h, k, e = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.q_proj = _param(rngs, (d, h, e), ("embed", "heads", "head_dim"), pd)
+        self.k_proj = _param(rngs, (d, k, e), ("embed", "kv_heads", "head_dim"), pd)
+        self.v_proj = _param(rngs, (d, k, e), ("embed", "kv_heads", "head_dim"), pd)
+        self.o_proj = _param(rngs, (h, e, d), ("heads", "head_dim", "embed"), pd)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(e, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
+            self.k_norm = RMSNorm(e, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
+        else:
+            self.q_norm = None
+            self.k_norm = None
+        self.cfg = cfg
+        self.dtype = _dtype(cfg.dtype)
+
+    def qkv(self, x, positions):
+        dt = self.dtype
+        q = jnp.einsum("btd,dhe->bthe", x, self.q_proj[...].astype(dt))
+        k = jnp.einsum("btd,dke->btke", x, self.k_proj[...].astype(dt))
+        v = jnp.einsum("btd,dke->btke", x, self.v_proj[...].astype(dt))
+        if self.q_norm is not None:
+            q = self.q_norm(q)
+            k = self.k_norm(k)
+        inv_freq = rope_inv_freq(self.cfg)  # a trace-time constant, not state
+        q = apply_rope(q, positions, inv_freq)
+        k = apply_rope(k, positions, inv_freq)
+        q = constrain(q, ("act_batch", "act_seq", "act_heads", None))
+        k = constrain(k.transpose(0, 2, 1, 3), ("act_batch", "act_kv_heads", "act_seq", None))
+        v = constrain(v.transpose(0, 2, 1, 3), ("act_batch", "act_kv_heads", "act_seq", None))
+        return q, k, v  # q [b,t,h,e]; k, v [b,k,t,e]
+
+    def out(self, o):
+        y = jnp.einsum("bthe,hed->btd", o, self.o_proj[...].astype(self.dtype))
+        return constrain(y, ("act_batch", "act_seq", "act_embed"))
+
+
+class MLP(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        pd = _dtype(cfg.param_dtype)
+        self.gate_proj = _param(rngs, (cfg.d_model, cfg.ffn_dim), ("embed", "mlp"), pd)
+        self.up_proj = _param(rngs, (cfg.d_model, cfg.ffn_dim), ("embed", "mlp"), pd)
+        self.down_proj = _param(rngs, (cfg.ffn_dim, cfg.d_model), ("mlp", "embed"), pd)
+        self.dtype = _dtype(cfg.dtype)
+
+    def __call__(self, x):
+        dt = self.dtype
+        g = jnp.einsum("btd,df->btf", x, self.gate_proj[...].astype(dt))
+        u = jnp.einsum("btd,df->btf", x, self.up_proj[...].astype(dt))
+        hdn = constrain(jax.nn.silu(g) * u, ("act_batch", "act_seq", "act_mlp"))
+        y = jnp.einsum("btf,fd->btd", hdn, self.down_proj[...].astype(dt))
+        return constrain(y, ("act_batch", "act_seq", "act_embed"))
+
+
+class Block(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        pd = _dtype(cfg.param_dtype)
+        self.input_norm = RMSNorm(cfg.d_model, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
+        self.attn = Attention(cfg, rngs=rngs)
+        self.post_attn_norm = RMSNorm(cfg.d_model, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
+        self.mlp = MLP(cfg, rngs=rngs)
+
+    def __call__(self, x, positions, mask, kv=None, end=None):
+        """kv: optional (k_cache, v_cache) [b,k,s,e] of this layer; writes at slot `end`."""
+        q, k, v = self.attn.qkv(self.input_norm(x), positions)
+        if kv is not None:
+            kc, vc = kv
+            kc = jax.lax.dynamic_update_slice_in_dim(kc, k.astype(kc.dtype), end, axis=2)
+            vc = jax.lax.dynamic_update_slice_in_dim(vc, v.astype(vc.dtype), end, axis=2)
+            k, v = kc, vc
+            kv = (kc, vc)
+        x = x + self.attn.out(attention_core(q, k, v, mask))
+        x = x + self.mlp(self.post_attn_norm(x))
+        return x, kv
+
+
+class Transformer(nnx.Module):
+    """Decoder-only LM; `__call__` returns fp32 logits [batch, seq, vocab]."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        pd = _dtype(cfg.param_dtype)
+        self.embed = _param(rngs, (cfg.vocab_size, cfg.d_model), ("vocab", "embed"), pd)
+        self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
+        self.final_norm = RMSNorm(cfg.d_model, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
+        if cfg.tie_embeddings:
+            self.lm_head = None
+        else:
+            self.lm_head = _param(rngs, (cfg.d_model, cfg.vocab_size), ("embed", "vocab"), pd)
+        self.dtype = _dtype(cfg.dtype)
+
+    # -- pieces
+    def _embed(self, ids):
+        x = jnp.take(self.embed[...], ids, axis=0).astype(self.dtype)
+        return constrain(x, ("act_batch", "act_seq", "act_embed"))
+
+    def _logits(self, x):
+        x = self.final_norm(x)
+        if self.lm_head is None:
+            logits = jnp.einsum("btd,vd->btv", x, self.embed[...].astype(self.dtype),
+                                preferred_element_type=jnp.float32)
+        else:
+            logits = jnp.einsum("btd,dv->btv", x, self.lm_head[...].astype(self.dtype),
+                                preferred_element_type=jnp.float32)
+        return constrain(logits.astype(jnp.float32), ("act_batch", "act_seq", "act_vocab"))
+
+    # -- training / scoring forward
+    def __call__(self, input_ids, *, positions=None, attention_mask=None):
+        """input_ids [b, t] ints; attention_mask [b, t] (1 = real token) for padded rows.
+
+        Positions default to the count of real tokens before each slot, so a left-padded
+        row gets the same logits as the unpadded one.
+        """
+        input_ids = jnp.asarray(input_ids)
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
+        b, t = input_ids.shape
+        if attention_mask is None:
+            attention_mask = jnp.ones((b, t), bool)
+        attention_mask = jnp.asarray(attention_mask).astype(bool)
+        if positions is None:
+            positions = jnp.maximum(jnp.cumsum(attention_mask, axis=1) - 1, 0)
+        causal = jnp.tril(jnp.ones((t, t), bool))
+        mask = causal[None] & attention_mask[:, None, :]
+        x = self._embed(input_ids)
+        for layer in self.layers:
+            x, _ = layer(x, positions, mask)
+        return self._logits(x)
+
+    # -- cached forward
+    def decode(self, tokens, positions, token_mask, cache: KVCache):
+        """Appends tokens [b, t] (positions [b, t], token_mask [b, t]) at slot cache.end.
+
+        Returns fp32 logits [b, t, v] and the updated cache. Each query attends to every
+        valid slot up to its own; masked tokens are written but never attended to.
+        """
+        b, t = tokens.shape
+        s = cache.size
+        end = cache.end
+        valid = jax.lax.dynamic_update_slice_in_dim(cache.valid, token_mask.astype(bool), end, axis=1)
+        q_slot = end + jnp.arange(t)
+        mask = valid[:, None, :] & (jnp.arange(s)[None, None, :] <= q_slot[None, :, None])
+        x = self._embed(tokens)
+        ks, vs = [], []
+        for i, layer in enumerate(self.layers):
+            x, (kc, vc) = layer(x, positions, mask, kv=(cache.k[i], cache.v[i]), end=end)
+            ks.append(kc)
+            vs.append(vc)
+        new = KVCache(k=tuple(ks), v=tuple(vs), valid=valid, end=end + t)
+        return self._logits(x), new
+
+
+# ------------------------------------------------------------------------ helpers
+def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
+    """fp32 log p(targets) under logits [b, t, v]; targets [b, t]."""
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(lp, targets[..., None], axis=-1)[..., 0]
+
+
+def param_axes(model_or_state) -> dict:
+    """Nested pure dict: parameter path -> logical axis names."""
+    state = model_or_state if isinstance(model_or_state, nnx.State) else nnx.state(model_or_state)
+    return nnx.to_pure_dict(jax.tree.map(lambda v: v.get_metadata()["logical_axes"], state,
+                                         is_leaf=lambda x: isinstance(x, nnx.Variable)))
+
+
+def state_shardings(abs_state: nnx.State, mesh) -> dict:
+    """Pure dict of NamedShardings for an (abstract) model state on `mesh`."""
+    def one(var):
+        return named_sharding(mesh, var.get_metadata()["logical_axes"], var.get_value().shape)
+    return nnx.to_pure_dict(jax.tree.map(one, abs_state, is_leaf=lambda x: isinstance(x, nnx.Variable)))
+
+
+def create_model(cfg: ModelConfig, *, seed: int = 0, mesh=None) -> Transformer:
+    """Random-init model, initialised under jit. With `mesh`, parameters are created
+    directly sharded (never a full copy on one device): eval_shape for the structure,
+    then a jit whose out_shardings are the logical-axis shardings."""
+    def make():
+        return Transformer(cfg, rngs=nnx.Rngs(seed))
+    abs_model = nnx.eval_shape(make)
+    graphdef, abs_state = nnx.split(abs_model)
+    shardings = None if mesh is None else state_shardings(abs_state, mesh)
+
+    def init():
+        return nnx.to_pure_dict(nnx.state(make()))
+
+    init = jax.jit(init, out_shardings=shardings)
+    if mesh is None:
+        pure = init()
+    else:
+        with jax.set_mesh(mesh):
+            pure = init()
+    nnx.replace_by_pure_dict(abs_state, pure)
+    return nnx.merge(graphdef, abs_state)
+
+
+def abstract_model(cfg: ModelConfig) -> Transformer:
+    return nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))

@@ -1,0 +1,248 @@
+"""The KV-cache sampler against full recomputation with the training forward."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cocoda_jax.models import ModelConfig, create_model, token_log_probs
+from cocoda_jax.models.sampler import (CacheFullError, Sampler, SamplerError, SamplingParams,
+                                       bucket_size, sample_logits)
+from cocoda_jax.models.transformer import KVCache
+
+CFG = ModelConfig(family="qwen3", vocab_size=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2,
+                  head_dim=16, ffn_dim=128, qk_norm=True, tie_embeddings=True, max_seq_len=128)
+PROMPTS = [[5, 6, 7], [1, 2, 3, 4, 5, 9, 10], [42]]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return create_model(CFG, seed=1)
+
+
+@pytest.fixture(scope="module")
+def forward(model):
+    return jax.jit(lambda x: model(x))
+
+
+FULL_LEN = 64
+
+
+def _full_log_probs(forward, seq):
+    """Training-forward log-probs of seq[1:] and logits; right-padded to one length (causal,
+    so padding after the sequence changes nothing) to compile once."""
+    n = len(seq)
+    padded = jnp.asarray([list(seq) + [0] * (FULL_LEN - n)])
+    logits = forward(padded)
+    lp = token_log_probs(logits[:, :-1], padded[:, 1:])
+    return np.asarray(lp)[0, :n - 1], np.asarray(logits)[0, :n]
+
+
+def test_bucket_size():
+    assert [bucket_size(n) for n in (1, 8, 9, 16, 17, 100)] == [8, 8, 16, 16, 32, 128]
+    assert bucket_size(3, minimum=1) == 4
+
+
+def test_cached_decode_equals_full_forward(model, forward):
+    ids = jax.random.randint(jax.random.key(2), (1, 12), 0, CFG.vocab_size)
+    full = forward(jnp.pad(ids, ((0, 0), (0, FULL_LEN - 12))))[:, :12]  # causal: padding after is inert
+
+    step = jax.jit(lambda ids, pos, mask, cache: model.decode(ids, pos, mask, cache))
+    cache = KVCache.zeros(CFG, 1, 32)
+    pos = jnp.broadcast_to(jnp.arange(12), (1, 12))
+    mask = jnp.ones((1, 12), bool)
+    logits, cache = step(ids[:, :5], pos[:, :5], mask[:, :5], cache)  # prefill 5
+    chunks = [logits]
+    for t in range(5, 12):  # then one token at a time (one more compile)
+        lg, cache = step(ids[:, t:t + 1], pos[:, t:t + 1], mask[:, t:t + 1], cache)
+        chunks.append(lg)
+    cached = jnp.concatenate(chunks, axis=1)
+    chex.assert_trees_all_close(cached, full, atol=1e-5)
+    assert int(cache.end) == 12
+
+
+def test_greedy_deterministic_and_equals_recomputation(model, forward):
+    s = Sampler(model, cache_size=64)
+    p = SamplingParams(max_new_tokens=12, greedy=True)
+    r1 = s.generate(PROMPTS, p, jax.random.key(0))
+    r2 = s.generate(PROMPTS, p, jax.random.key(99))  # the key does not matter for greedy
+    assert r1.tokens == r2.tokens
+    for prompt, gen, lp in zip(PROMPTS, r1.tokens, r1.log_probs):
+        assert len(gen) == 12
+        ref_lp, logits = _full_log_probs(forward, prompt + gen)
+        np.testing.assert_array_equal(np.argmax(logits[len(prompt) - 1:-1], -1), gen)
+        np.testing.assert_allclose(lp, ref_lp[len(prompt) - 1:], atol=2e-5)
+        chex.assert_type(lp, np.float32)
+
+
+def test_sampled_log_probs_equal_training_forward(model, forward):
+    s = Sampler(model, cache_size=64)
+    p = SamplingParams(max_new_tokens=10, temperature=1.3, top_k=20, top_p=0.9)
+    r = s.generate(PROMPTS, p, jax.random.key(3))
+    for prompt, gen, lp in zip(PROMPTS, r.tokens, r.log_probs):
+        ref_lp, _ = _full_log_probs(forward, prompt + gen)
+        np.testing.assert_allclose(lp, ref_lp[len(prompt) - 1:], atol=2e-5)
+
+
+def test_deterministic_per_key(model):
+    s = Sampler(model, cache_size=64)
+    p = SamplingParams(max_new_tokens=10, temperature=2.0)
+    a = s.generate(PROMPTS, p, jax.random.key(7)).tokens
+    b = s.generate(PROMPTS, p, jax.random.key(7)).tokens
+    c = s.generate(PROMPTS, p, jax.random.key(8)).tokens
+    assert a == b
+    assert a != c
+
+
+def test_one_compile_per_bucket(model):
+    s = Sampler(model, cache_size=64)
+    key = jax.random.key(0)
+    a0, g0 = s._append._cache_size(), s._generate._cache_size()
+    for n in (1, 3, 8):  # all bucket 8 (batch of 5 rows: shapes no other test uses)
+        s.generate([[4] * n] * 5, SamplingParams(max_new_tokens=3, greedy=True), key)
+    for temp, k in ((0.5, 3), (1.5, 0)):  # sampling knobs are traced: no recompile
+        s.generate([[4] * 5, [5] * 2] * 2 + [[6]], SamplingParams(max_new_tokens=3, temperature=temp, top_k=k),
+                   key)
+    assert s._append._cache_size() - a0 == 1
+    assert s._generate._cache_size() - g0 == 1
+    s.generate([[4] * 9] * 4 + [[5] * 16], SamplingParams(max_new_tokens=3, greedy=True), key)  # bucket 16
+    assert s._append._cache_size() - a0 == 2
+    assert s._generate._cache_size() - g0 == 1
+
+
+def test_stop_tokens(model):
+    s = Sampler(model, cache_size=64)
+    greedy = s.generate(PROMPTS, SamplingParams(max_new_tokens=8, greedy=True), jax.random.key(0))
+    stop = greedy.tokens[1][2]
+    r = s.generate(PROMPTS, SamplingParams(max_new_tokens=8, greedy=True, stop_tokens=(stop,)),
+                   jax.random.key(0))
+    first = greedy.tokens[1].index(stop)
+    assert r.tokens[1] == greedy.tokens[1][:first + 1]
+    assert r.stop_reasons[1] == "stop_token"
+    for g, t, reason in zip(greedy.tokens, r.tokens, r.stop_reasons):
+        if stop not in g:
+            assert t == g and reason == "length"
+
+
+def _detok(ids):
+    return " ".join(f"t{i}" for i in ids)
+
+
+def test_stop_strings_and_rollback_keeps_cache_consistent(model, forward):
+    s = Sampler(model, cache_size=64, tokenizer=_detok)
+    greedy = s.generate(PROMPTS, SamplingParams(max_new_tokens=8, greedy=True), jax.random.key(0))
+    target = greedy.tokens[0][:3]
+    stop_string = _detok(target)
+    p = SamplingParams(max_new_tokens=8, greedy=True, stop_strings=(stop_string,))
+    r = s.generate(PROMPTS, p, jax.random.key(0))
+    assert r.tokens[0] == target and r.stop_reasons[0] == "stop_string"
+    assert int(r.state.pos[0]) == len(PROMPTS[0]) + 3
+    # the cut-off tokens are gone from the cache: continuing matches full recomputation
+    r2 = s.continue_generation(r.state, [[11, 12], [13], [14, 15, 16]],
+                               SamplingParams(max_new_tokens=5, greedy=True), jax.random.key(1))
+    for hist, gen, lp in zip(r2.state.history, r2.tokens, r2.log_probs):
+        ref_lp, _ = _full_log_probs(forward, hist)
+        np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(gen):], atol=2e-5)
+
+
+def test_stop_strings_need_tokenizer(model):
+    s = Sampler(model, cache_size=64)
+    with pytest.raises(SamplerError, match="tokenizer"):
+        s.generate(PROMPTS, SamplingParams(max_new_tokens=2, stop_strings=("x",)), jax.random.key(0))
+
+
+def test_multi_turn_continues_without_recomputing_prefix(model, forward):
+    s = Sampler(model, cache_size=64)
+    p = SamplingParams(max_new_tokens=6, temperature=1.0, top_p=0.95)
+    r1 = s.generate(PROMPTS, p, jax.random.key(4))
+    fed = s.prefill_tokens
+    obs = [[20, 21, 22], [23], []]  # row 2 is finished: no observation
+    r2 = s.continue_generation(r1.state, obs, p, jax.random.key(5))
+    assert s.prefill_tokens - fed == 8 * 3  # only the observation bucket was fed
+    assert r2.tokens[2] == [] and r2.stop_reasons[2] == "done"
+    for prompt, g1, o, g2, lp in zip(PROMPTS, r1.tokens, obs, r2.tokens, r2.log_probs):
+        if not o:
+            continue
+        hist = prompt + g1 + o + g2
+        ref_lp, _ = _full_log_probs(forward, hist)
+        np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(g2):], atol=2e-5)
+    # a third turn still matches
+    r3 = s.continue_generation(r2.state, [[30], [31, 32], [33]], p, jax.random.key(6))
+    for hist, gen, lp in zip(r3.state.history, r3.tokens, r3.log_probs):
+        ref_lp, _ = _full_log_probs(forward, hist)
+        np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(gen):], atol=2e-5)
+
+
+def test_full_cache_reprefills_then_raises(model, forward):
+    s = Sampler(model, cache_size=48)
+    p = SamplingParams(max_new_tokens=12, greedy=True)
+    r1 = s.generate([[5, 6, 7], [8]], p, jax.random.key(0))  # 8 + 12 slots used
+    fed = s.prefill_tokens
+    r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # +32: no room
+    assert s.prefill_tokens - fed == 2 * 32  # re-prefilled 32-token history, compactly
+    assert int(r2.state.cache.end) == 32 + 12
+    for hist, gen, lp in zip(r2.state.history, r2.tokens, r2.log_probs):
+        ref_lp, _ = _full_log_probs(forward, hist)
+        np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(gen):], atol=2e-5)
+    with pytest.raises(CacheFullError):
+        s.continue_generation(r2.state, [[3] * 20, [3]], p, jax.random.key(2))  # 64-token history
+    with pytest.raises(CacheFullError):
+        s.generate([[1] * 40], p, jax.random.key(0))
+
+
+def test_sample_logits_truncation():
+    logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]] * 2000))
+    keys = jax.random.key(0)
+    fn = jax.jit(sample_logits)  # every knob is traced: one compile for all draws
+
+    def draw(**kw):
+        kw = dict(dict(temperature=1.0, top_k=0, top_p=1.0, greedy=False), **kw)
+        return np.asarray(fn(keys, logits, *kw.values()))
+    assert set(draw(top_k=2)) == {0, 1}
+    assert set(draw(top_p=0.7)) == {0, 1}      # 0.5 < 0.7, 0.5 + 0.3 >= 0.7
+    assert set(draw(top_p=0.4)) == {0}
+    assert set(draw(greedy=True)) == {0}
+    assert set(draw()) == {0, 1, 2, 3}
+    freq = np.bincount(draw(), minlength=4) / 2000
+    np.testing.assert_allclose(freq, [0.5, 0.3, 0.15, 0.05], atol=0.04)
+
+
+def test_bad_params():
+    with pytest.raises(SamplerError):
+        SamplingParams(top_p=0.0)
+    with pytest.raises(SamplerError):
+        SamplingParams(temperature=0.0)
+
+
+def test_reprefill_keeps_resting_rows_continuable(model, forward):
+    """A row with no observation during a re-prefill (it rests) is still re-prefilled with
+    its whole history, so a later turn that fits in the cache continues it correctly."""
+    s = Sampler(model, cache_size=56)
+    p = SamplingParams(max_new_tokens=4, greedy=True)
+    r1 = s.generate([[5, 6, 7], [8]], p, jax.random.key(0))                     # end 8 + 4
+    r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # end 44 + 4
+    fed = s.prefill_tokens
+    r3 = s.continue_generation(r2.state, [[3], []], p, jax.random.key(2))  # no room: re-prefill
+    assert s.prefill_tokens - fed == 2 * 32 and r3.tokens[1] == []
+    fed = s.prefill_tokens
+    r4 = s.continue_generation(r3.state, [[4], [5]], p, jax.random.key(3))  # fits: no re-prefill
+    assert s.prefill_tokens - fed == 2 * 8
+    for hist, gen, lp in zip(r4.state.history, r4.tokens, r4.log_probs):
+        assert len(gen) == 4
+        ref_lp, _ = _full_log_probs(forward, hist)
+        np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(gen):], atol=2e-5)
+
+
+def test_bf16_model_samples_with_fp32_log_probs():
+    cfg = CFG.replace(dtype="bfloat16", param_dtype="bfloat16")
+    model = create_model(cfg, seed=1)
+    s = Sampler(model, cache_size=32)
+    r = s.generate(PROMPTS, SamplingParams(max_new_tokens=4, greedy=True), jax.random.key(0))
+    assert s.params["embed"][...].dtype == jnp.bfloat16
+    forward = jax.jit(lambda x: model(x))
+    for prompt, gen, lp in zip(PROMPTS, r.tokens, r.log_probs):
+        assert lp.dtype == np.float32 and len(gen) == 4
+        ref, _ = _full_log_probs(forward, prompt + gen)
+        np.testing.assert_allclose(lp, ref[len(prompt) - 1:], atol=0.05)  # bf16 cache vs bf16 forward
+    chex.assert_type(forward(jnp.zeros((1, FULL_LEN), jnp.int32)), jnp.float32)
