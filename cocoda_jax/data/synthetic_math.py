@@ -697,6 +697,25 @@ def make_task(seed: int, split: str, index: int, depth: int | None = None) -> Ma
     raise RuntimeError(f"no valid task for seed={seed} split={split} index={index} depth={depth}")
 
 
+def make_task_from_chain(seed: int, split: str, index: int, motifs: Sequence[str]) -> MathTask:
+    """A task of ``split`` built on the given motif chain (names, in order) with numbers, entities
+    and wording drawn from ``(seed, split, index)``: what RODS needs to make a variant of a seed task
+    without searching the generator's stream for the same chain."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    by_name = {m.name: m for m in MOTIFS}
+    unknown = [name for name in motifs if name not in by_name]
+    if unknown or not motifs:
+        raise ValueError(f"unknown or empty motif chain {tuple(motifs)!r} (unknown: {unknown})")
+    chain = tuple(by_name[name] for name in motifs)
+    rng = _rng(seed, split, index)
+    for _ in range(200):
+        task = _instantiate(rng, seed, split, index, chain)
+        if task is not None:
+            return task
+    raise RuntimeError(f"no valid task for chain {tuple(motifs)} seed={seed} split={split} index={index}")
+
+
 def _instantiate(rng, seed: int, split: str, index: int, chain: tuple[Motif, ...]) -> MathTask | None:
     b = _Builder()
     words = {"name": rng.choice(_pool(_NAMES, split)), "thing": rng.choice(_pool(_THINGS, split)),

@@ -2,10 +2,11 @@
 
 A variant of a seed task has the same skeleton (tool-call topology, dependency depth) and answer
 type, with new numbers, entities and wording. For the embedded math domain it comes from the domain
-generator itself: :func:`propose` scans ``synthetic_math.make_task(s, split, i, depth)`` over a
-stream whose seed ``s`` is derived from ``(run_seed, seed task, attempt, round)`` and keeps the first
-draw with the seed's skeleton — so the content is a pure function of those and never of thread timing.
-(The generator has no public "instantiate this motif chain" entry point; see the report.)
+generator itself: :func:`propose` draws ``synthetic_math.make_task_from_chain(s, split, i, motifs)``
+on the seed's motif chain over a stream whose seed ``s`` is derived from ``(run_seed, seed task,
+attempt, round)`` and keeps the first draw with the seed's skeleton (a chain's skeleton can still
+vary, e.g. with the number of compounding years) — so the content is a pure function of those and
+never of thread timing.
 
 Critique (:func:`check_rules`) applies the rules of the issue and returns structured errors; a
 failed candidate is repaired up to ``k_max`` times (for a generator domain a repair is a fresh draw
@@ -104,13 +105,12 @@ def propose(parent: Any, attempt: int, rnd: int, *, run_seed: int, max_draws: in
     """The first generator draw with ``parent``'s skeleton and answer type on the derived stream, with
     a fresh id; None when ``max_draws`` draws found none. Pure in its arguments.
 
-    Math tasks draw from chains of the parent's depth; table tasks from the table generator (the
+    Math tasks draw on the parent's motif chain; table tasks from the table generator (the
     skeleton fixes the query family; schema, table, entities and wording are new).
     """
     stream = derived_seed("rods-variant", run_seed, parent.id, attempt, rnd)
     if isinstance(parent, synthetic_math.MathTask):
-        depth = len(parent.motifs)
-        draw = lambda i: synthetic_math.make_task(stream, parent.split, i, depth)
+        draw = lambda i: synthetic_math.make_task_from_chain(stream, parent.split, i, parent.motifs)
     elif isinstance(parent, tables.TableTask):
         draw = lambda i: tables.make_task(stream, parent.split, i)
     else:

@@ -212,3 +212,15 @@ def test_generation_stats_report():
     assert sum(stats["motif_occurrences"].values()) == sum(int(k) * v for k, v in stats["depth_counts"].items())
     assert all(stats["tasks_with_motif"][m] <= stats["motif_occurrences"][m] for m in sm.MOTIF_BY_NAME)
     assert max(stats["top_call_trigrams"].values()) > 30
+
+
+def test_make_task_from_chain_keeps_the_chain_and_is_deterministic():
+    from cocoda_jax.data import synthetic_math as sm
+
+    for seed_task in sm.generate(20, seed=3, split="train"):
+        a = sm.make_task_from_chain(11, "train", 5, seed_task.motifs)
+        assert a.motifs == seed_task.motifs
+        assert a == sm.make_task_from_chain(11, "train", 5, seed_task.motifs)
+    import pytest
+    with pytest.raises(ValueError, match="unknown"):
+        sm.make_task_from_chain(0, "train", 0, ("no_such_motif",))
