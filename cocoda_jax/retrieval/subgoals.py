@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from cocoda_jax.types import FLOAT, INT, STR, Param, Signature, Type, TypeSyntaxError, list_of, parse_type
+from cocoda_jax.types import FLOAT, Param, Signature, Type, TypeSyntaxError, list_of, parse_type, type_of_value
 
 
 class SubgoalFormatError(ValueError):
@@ -82,21 +82,13 @@ _TOKEN = re.compile(
 
 
 def _value_type(v: Any) -> Type:
-    if isinstance(v, bool):
-        return parse_type("bool")
-    if isinstance(v, int):
-        return INT
-    if isinstance(v, float):
-        return FLOAT
-    if isinstance(v, str):
-        return STR
+    """A query value's type: an inline table is a ``Table``; a list of numbers is ``list[float]``
+    (the widest numeric list, so int-only lists still meet float-list tools without a coercion)."""
     if isinstance(v, dict):
         return parse_type("Table")
-    if isinstance(v, list):
-        if v and all(isinstance(x, str) for x in v):
-            return list_of(STR)
+    if isinstance(v, list) and not (v and all(isinstance(x, str) for x in v)):
         return list_of(FLOAT)
-    raise TypeError(f"no type for {type(v).__name__}")
+    return type_of_value(v)
 
 
 def extract_values(text: str) -> list[Any]:

@@ -25,7 +25,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cocoda_jax.types import ANY, BOOL, FLOAT, INT, NONE, STR, Type, accepts, apply_subst, dict_of, free_vars, list_of
+from cocoda_jax.types import ANY, Type, accepts, apply_subst, free_vars, list_of
+from cocoda_jax.types import join_types, type_of_value
 
 ANSWER = "answer"
 #: Text put before every observation line, so the planner (and the loss mask) can tell them apart.
@@ -138,39 +139,6 @@ def _fail(kind: str, message: str, step: Step | None = None) -> StepCheck:
 # ------------------------------------------------------------------------------------------------
 # Types of values
 # ------------------------------------------------------------------------------------------------
-
-
-def type_of_value(value: Any) -> Type:
-    """The L1 type of a concrete input value (``Any`` where a value alone cannot say, e.g. a dict
-    that may be a ``Table``): how inputs ``n0, n1, ...`` enter the checker's environment."""
-    if value is None:
-        return NONE
-    if isinstance(value, bool):
-        return BOOL
-    if isinstance(value, int):
-        return INT
-    if isinstance(value, float):
-        return FLOAT
-    if isinstance(value, str):
-        return STR
-    if isinstance(value, list):
-        return list_of(_join(type_of_value(v) for v in value))
-    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value) \
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
-        return dict_of(STR, _join(type_of_value(v) for v in value.values()))
-    return ANY
-
-
-def _join(types) -> Type:
-    """The element type of a list literal: one type if all agree, ``float`` for mixed numbers."""
-    seen = list(dict.fromkeys(types))
-    if not seen:
-        return ANY
-    if len(seen) == 1:
-        return seen[0]
-    if all(t in (INT, FLOAT, BOOL) for t in seen):
-        return FLOAT if FLOAT in seen else INT
-    return ANY
 
 
 def input_types(inputs: Mapping[str, Any] | Sequence[tuple[str, Any]]) -> dict[str, Type]:
@@ -288,7 +256,7 @@ def _arg_type(arg: Arg, env: Mapping[str, Type]) -> Type:
         return env[arg.text]
     if arg.kind == "literal":
         return type_of_value(arg.value)
-    return list_of(_join(_arg_type(i, env) for i in arg.items))
+    return list_of(join_types(_arg_type(i, env) for i in arg.items))
 
 
 def _ground(t: Type) -> Type:

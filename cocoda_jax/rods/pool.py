@@ -29,7 +29,7 @@ from typing import Any
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import RodsStateError
 from cocoda_jax.rods.tasks import content_keys
-from cocoda_jax.rods.tracker import Tracker, phi
+from cocoda_jax.rods.tracker import Tracker
 
 FORMAT = "cocoda-rods-pool/v1"
 STATUSES = ("burn_in", "active", "retired")

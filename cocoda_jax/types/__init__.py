@@ -22,8 +22,10 @@ from cocoda_jax.types.parse import (
 from cocoda_jax.types.unify import Subst, accepts, apply_subst, free_vars, rename_vars, unify
 from cocoda_jax.types.match import DEFAULT_COSTS, Match, MatchCosts, match, why_not
 from cocoda_jax.types.index import SignatureIndex, linear_lookup, type_key
+from cocoda_jax.types.infer import join_types, type_of_value
 
 __all__ = [
+    "join_types", "type_of_value",
     "ANY", "BOOL", "BUILTIN_ARITY", "DOMAIN_TYPES", "FLOAT", "INT", "NONE", "STR", "VARIADIC_TUPLE",
     "Param", "Signature", "TAnyType", "TCon", "TVar", "Type", "dict_of", "is_ground", "list_of",
     "optional", "register_domain_type", "signature", "tuple_of", "variadic_tuple",
