@@ -1,0 +1,288 @@
+"""The learner: jitted, sharded SFT and GRPO train steps on the NNX planner.
+
+The planner is split once into ``(graphdef, params)``; a :class:`TrainState` holds the params (an
+``nnx.State``), the optax state and the step. Each step is one ``jax.jit`` over one mesh with the
+state donated: the batch is placed along the mesh's batch axes (``act_batch``: data x fsdp), the
+params keep the model's logical-axis shardings, and the new state leaves the step with the
+shardings it came in with (so the next call never recompiles).
+
+Batches are dicts of arrays aligned with ``tokens`` ``[B, T]`` (what
+:func:`cocoda_jax.rl.trajectory.pad_episodes` returns, plus the RL columns):
+
+* ``tokens`` int ids; ``loss_mask`` 1 on the planner's own action tokens; ``valid`` 1 on real
+  (non-padding) tokens.
+* GRPO only: ``advantages`` ``[B]``; ``old_logp`` ``[B, T]`` the sampler's log-prob of
+  ``tokens[:, t]`` (optional: absent means on-policy); ``ref_logp`` ``[B, T]`` the frozen
+  reference's (needed only when ``beta > 0``: with ``beta == 0`` no reference forward is ever run).
+
+Position ``t`` of a per-token column scores ``tokens[:, t]`` given ``tokens[:, :t]``, so column 0
+is never a loss position; the learner compares ``logits[:, :-1]`` with ``tokens[:, 1:]``.
+
+Micro-batching: the batch is cut into ``num_micro_batches`` strided slices (row ``i`` goes to slice
+``i % n``, so each slice stays spread over every data shard), scanned with ``lax.scan``; the
+gradients of the losses' *sums* are added and divided once by the total *count*
+(:mod:`cocoda_jax.rl.grpo`), which gives exactly the full-batch gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from cocoda_jax.models.sharding import constrain, logical_to_spec, named_sharding
+from cocoda_jax.models.transformer import token_log_probs
+from cocoda_jax.rl import grpo as G
+from cocoda_jax.rl.update import OptimConfig, global_norm, make_optimizer, make_schedule
+
+SFT_KEYS = ("tokens", "loss_mask", "valid")
+GRPO_KEYS = SFT_KEYS + ("advantages",)
+GRPO_OPTIONAL = ("old_logp", "ref_logp")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    """What the train steps need besides the model: optimizer, GRPO hyper-parameters, the number
+    of micro-batches per step and the SFT loss aggregation (``constant`` uses ``sft_max_tokens``)."""
+
+    optim: OptimConfig = dataclasses.field(default_factory=lambda: OptimConfig(learning_rate=1e-3))
+    grpo: G.GRPOConfig = dataclasses.field(default_factory=G.GRPOConfig)
+    num_micro_batches: int = 1
+    sft_aggregation: str = "token_mean"
+    sft_max_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if self.num_micro_batches < 1:
+            raise ValueError(f"num_micro_batches must be >= 1, got {self.num_micro_batches}")
+        if self.sft_aggregation not in G.AGGREGATIONS:
+            raise ValueError(f"sft_aggregation must be one of {G.AGGREGATIONS}, got {self.sft_aggregation!r}")
+        if self.sft_max_tokens < 1:
+            raise ValueError(f"sft_max_tokens must be >= 1, got {self.sft_max_tokens}")
+
+
+@flax.struct.dataclass
+class TrainState:
+    """Everything a step changes: the planner's params, the optimizer state, the step count."""
+
+    params: nnx.State
+    opt_state: Any
+    step: jax.Array
+
+
+class BatchError(ValueError):
+    """A batch lacks a column, has inconsistent shapes, or does not split into micro-batches."""
+
+
+class Learner:
+    """Holds the planner's graphdef, the mesh and the jitted steps; the state travels explicitly.
+
+    ``sft_step(state, batch)`` and ``grpo_step(state, batch)`` return ``(new_state, metrics)``;
+    the old ``state`` is donated (do not read it again). ``mesh=None`` runs on the default device.
+    """
+
+    def __init__(self, model: nnx.Module, config: LearnerConfig | None = None, mesh: jax.sharding.Mesh | None = None):
+        self.config = LearnerConfig() if config is None else config
+        self.mesh = mesh
+        self.graphdef, params = nnx.split(model)
+        if mesh is not None:  # onto the mesh by the logical-axis rules (a no-op where already there)
+            params = jax.device_put(params, _param_shardings(params, mesh))
+        self.optimizer = make_optimizer(self.config.optim)
+        self.schedule = make_schedule(self.config.optim)
+        opt_shardings = None
+        if mesh is not None:  # moments sharded like their params (XLA would replicate the zeros)
+            opt_shardings = optax.tree_map_params(
+                self.optimizer, lambda _, sharding: sharding, jax.eval_shape(self.optimizer.init, params),
+                jax.tree.map(lambda x: x.sharding, params), transform_non_params=lambda _: self._replicated())
+        with self._ctx():
+            opt_state = jax.jit(self.optimizer.init, out_shardings=opt_shardings)(params)
+            step = jnp.zeros((), jnp.int32)
+        state = TrainState(params=params, opt_state=opt_state, step=step)
+        self._state_shardings = jax.tree.map(lambda x: x.sharding, state)
+        if self.mesh is not None:
+            self._state_shardings = dataclasses.replace(self._state_shardings, step=self._replicated())
+        # committed like the step's outputs, so the second step hits the first one's compile cache
+        self._initial = jax.device_put(state, self._state_shardings)
+        self._copy = jax.jit(lambda s: jax.tree.map(jnp.copy, s), out_shardings=self._state_shardings)
+        self._sft = self._make_step(self._sft_sums, _finalize_sft)
+        self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
+        self._score = jax.jit(self._log_probs)
+
+    # -------------------------------------------------------------------------------- public API
+    def init_state(self) -> TrainState:
+        """A fresh state of step 0: a copy of the model's params and a new optimizer state. A copy,
+        because the steps donate their state: the model given to the constructor stays valid (it
+        can serve as the frozen reference) and every call starts the same run again."""
+        with self._ctx():
+            return self._copy(self._initial)
+
+    def model(self, state: TrainState) -> nnx.Module:
+        """The planner with ``state``'s params (for the sampler or evaluation)."""
+        return nnx.merge(self.graphdef, state.params)
+
+    def shard_batch(self, batch: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Places every column with its leading (batch) axis split over the mesh's batch axes."""
+        out = {}
+        for k, v in batch.items():
+            if v is None:
+                continue
+            x = jnp.asarray(v)
+            if self.mesh is None:
+                out[k] = x
+            else:
+                spec = logical_to_spec(("act_batch",) + (None,) * (x.ndim - 1), x.shape, self.mesh)
+                out[k] = jax.device_put(x, jax.sharding.NamedSharding(self.mesh, spec))
+        return out
+
+    def sft_step(self, state: TrainState, batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
+        """One optimizer step of supervised NLL on the action tokens of demonstrations."""
+        batch = self._check(batch, SFT_KEYS, ())
+        with self._ctx():
+            return self._sft(state, batch)
+
+    def grpo_step(self, state: TrainState, batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
+        """One optimizer step of the clipped GRPO objective (+ k3 KL when ``beta > 0``)."""
+        if self.config.grpo.beta > 0 and batch.get("ref_logp") is None:
+            raise BatchError("beta > 0 needs the reference log-probs (batch['ref_logp'])")
+        batch = self._check(batch, GRPO_KEYS, GRPO_OPTIONAL)
+        with self._ctx():
+            return self._grpo(state, batch)
+
+    def log_probs(self, params: nnx.State, tokens: Any, valid: Any) -> jax.Array:
+        """``[B, T]`` log-probs of ``tokens[:, t]`` given the prefix (column 0 is 0): what a frozen
+        reference contributes as ``ref_logp``, or the current policy as ``old_logp``."""
+        batch = self.shard_batch({"tokens": tokens, "valid": valid})
+        with self._ctx():
+            return self._score(params, batch["tokens"], batch["valid"])
+
+    # -------------------------------------------------------------------------------- internals
+    def _ctx(self):
+        return contextlib.nullcontext() if self.mesh is None else jax.set_mesh(self.mesh)
+
+    def _replicated(self):
+        if self.mesh is None:
+            return None
+        return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+
+    def _check(self, batch: Mapping[str, Any], required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
+        missing = [k for k in required if batch.get(k) is None]
+        if missing:
+            raise BatchError(f"batch lacks {missing}; it has {sorted(batch)}")
+        keys = required + tuple(k for k in optional if batch.get(k) is not None)
+        out = {k: batch[k] for k in keys}
+        if len(jnp.shape(out["tokens"])) != 2:
+            raise BatchError(f"batch['tokens'] must be [batch, time], got shape {tuple(jnp.shape(out['tokens']))}")
+        b, t = jnp.shape(out["tokens"])
+        for k, v in out.items():
+            want = (b,) if k == "advantages" else (b, t)
+            if tuple(jnp.shape(v)) != want:
+                raise BatchError(f"batch[{k!r}] has shape {tuple(jnp.shape(v))}, expected {want}")
+        n = self.config.num_micro_batches
+        if b % n:
+            raise BatchError(f"a batch of {b} rows does not split into {n} micro-batches")
+        return self.shard_batch(out)
+
+    def _log_probs(self, params, tokens, valid):
+        model = nnx.merge(self.graphdef, params)
+        logits = model(tokens, attention_mask=valid)
+        logp = token_log_probs(logits[:, :-1], tokens[:, 1:])
+        return jnp.pad(logp, ((0, 0), (1, 0)))
+
+    def _shifted_logp(self, params, micro):
+        """Trainer log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` and the matching loss mask."""
+        model = nnx.merge(self.graphdef, params)
+        tokens = micro["tokens"]
+        logits = model(tokens, attention_mask=micro["valid"])
+        logits = logits[:, :-1]
+        mask = micro["loss_mask"][:, 1:].astype(jnp.float32) * micro["valid"][:, 1:].astype(jnp.float32)
+        return logits, token_log_probs(logits, tokens[:, 1:]), mask
+
+    def _sft_sums(self, params, micro):
+        logits, logp, mask = self._shifted_logp(params, micro)
+        cfg = self.config
+        loss_sum, loss_count = G.sft_loss(logp, mask, cfg.sft_aggregation, cfg.sft_max_tokens)
+        sg = jax.lax.stop_gradient
+        correct = (jnp.argmax(logits, axis=-1) == micro["tokens"][:, 1:]).astype(jnp.float32)
+        return loss_sum, {"loss_sum": sg(loss_sum), "loss_count": sg(loss_count), "token_count": mask.sum(),
+                          "nll_sum": sg(-(logp * mask).sum()), "correct_sum": (correct * mask).sum()}
+
+    def _grpo_sums(self, params, micro):
+        _, logp, mask = self._shifted_logp(params, micro)
+        old = micro.get("old_logp")
+        ref = micro.get("ref_logp")
+        sums = G.grpo_loss(logp, None if old is None else old[:, 1:], None if ref is None else ref[:, 1:],
+                           micro["advantages"], mask, self.config.grpo)
+        return sums.loss_sum, sums
+
+    def _finalize_grpo(self, sums, batch):
+        adv = batch["advantages"].astype(jnp.float32)
+        return dict(G.finalize(sums), advantage_mean=adv.mean(), advantage_std=adv.std())
+
+    def _make_step(self, sums_fn: Callable, finalize: Callable) -> Callable:
+        n = self.config.num_micro_batches
+
+        def step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
+            grads, sums = _scan_sums(sums_fn, state.params, batch, n)
+            count = jnp.maximum(sums.loss_count if isinstance(sums, G.LossSums) else sums["loss_count"], 1e-9)
+            grads = jax.tree.map(lambda g, p: (g / count).astype(p.dtype), grads, state.params)
+            updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+            params = optax.apply_updates(state.params, updates)
+            metrics = dict(finalize(sums, batch), grad_norm=global_norm(grads), update_norm=global_norm(updates),
+                           learning_rate=jnp.asarray(self.schedule(state.step), jnp.float32),
+                           step=state.step + 1)
+            return TrainState(params=params, opt_state=opt_state, step=state.step + 1), metrics
+
+        return jax.jit(step, donate_argnums=(0,), out_shardings=(self._state_shardings, None))
+
+
+def _param_shardings(params: nnx.State, mesh: jax.sharding.Mesh):
+    """Per parameter, the NamedSharding its ``logical_axes`` metadata asks for (replicated if none)."""
+    def one(var):
+        axes = var.get_metadata().get("logical_axes") or (None,) * var.get_value().ndim
+        return named_sharding(mesh, axes, var.get_value().shape)
+    return jax.tree.map(one, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def _finalize_sft(sums: dict, batch: dict) -> dict[str, jax.Array]:
+    tokens = jnp.maximum(sums["token_count"], 1.0)
+    return {"loss": sums["loss_sum"] / jnp.maximum(sums["loss_count"], 1e-9), "nll": sums["nll_sum"] / tokens,
+            "accuracy": sums["correct_sum"] / tokens, "tokens": sums["token_count"]}
+
+
+def _scan_sums(sums_fn: Callable, params: Any, batch: dict, n: int) -> tuple[Any, Any]:
+    """Sum over ``n`` strided micro-batches of the gradient of ``sums_fn``'s loss sum, and of its
+    metric sums. Strided (row ``i`` to slice ``i % n``) so each slice keeps the batch sharding."""
+    grad_fn = jax.grad(sums_fn, has_aux=True)
+    if n == 1:
+        return grad_fn(params, batch)
+
+    def split(x):
+        x = x.reshape(x.shape[0] // n, n, *x.shape[1:])
+        return jnp.swapaxes(x, 0, 1)
+
+    stacked = {k: split(v) for k, v in batch.items()}
+
+    def micro_at(i_tree):
+        return {k: constrain(v, ("act_batch",) + (None,) * (v.ndim - 1)) for k, v in i_tree.items()}
+
+    first = jax.tree.map(lambda x: x[0], stacked)
+    sums_shape = jax.eval_shape(lambda: sums_fn(params, first)[1])
+    # gradients add up in float32 whatever the params' dtype (bf16 sums would lose the small slices)
+    zero = (jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params),
+            jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
+
+    def body(carry, micro):
+        g, sums = grad_fn(params, micro_at(micro))
+        return jax.tree.map(lambda a, x: a + x.astype(a.dtype), carry, (g, sums)), None
+
+    (grads, sums), _ = jax.lax.scan(body, zero, stacked)
+    return grads, sums
+
+
+__all__ = ["BatchError", "GRPO_KEYS", "GRPO_OPTIONAL", "Learner", "LearnerConfig", "SFT_KEYS", "TrainState"]
