@@ -9,6 +9,8 @@
 * :mod:`cocoda_jax.rl.grpo` — group advantages, clipped ratio, k3 KL, aggregations as (sum, count).
 * :mod:`cocoda_jax.rl.update` — optax optimizer/schedule/clipping, a jitted exact micro-batched
   step and PPO epochs over any ``sums_fn(params, batch)`` (the planner plugs in there).
+* :mod:`cocoda_jax.rl.learner` — the jitted SFT and GRPO steps on the NNX planner over one mesh,
+  with donated, sharded state and exact micro-batching.
 
 Submodules are imported on use; this root imports nothing (``grpo`` and ``update`` need JAX, the rest does not).
 """
