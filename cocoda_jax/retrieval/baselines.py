@@ -33,27 +33,24 @@ from cocoda_jax.retrieval.subgoals import Subgoal
 from cocoda_jax.retrieval.tokens import SEPARATOR, Ledger, render_card, render_line, render_summary
 
 
-def _all_cards_tokens(index: RetrievalIndex) -> tuple[int, int]:
-    """(records, tokens) of every card joined as one stage; cached on the index."""
-    cached = getattr(index, "_flat_cards", None)
-    if cached is None:
+def _all_records_tokens(index: RetrievalIndex, render) -> tuple[int, int]:
+    """(records, tokens) of every tool rendered by ``render`` and joined as one stage; cached on the
+    index per renderer, since every query of a baseline reads the same whole library."""
+    cache = index.__dict__.setdefault("_whole_library_tokens", {})
+    if render not in cache:
         c = index.counter
-        total = sum(c.count(render_card(index.tool(n))) for n in index.names)
+        total = sum(c.count(render(index.tool(n))) for n in index.names)
         total += c.count(SEPARATOR) * max(0, len(index.names) - 1)
-        cached = (len(index.names), total)
-        index._flat_cards = cached
-    return cached
+        cache[render] = (len(index.names), total)
+    return cache[render]
+
+
+def _all_cards_tokens(index: RetrievalIndex) -> tuple[int, int]:
+    return _all_records_tokens(index, render_card)
 
 
 def _all_lines_tokens(index: RetrievalIndex) -> tuple[int, int]:
-    cached = getattr(index, "_flat_lines", None)
-    if cached is None:
-        c = index.counter
-        total = sum(c.count(render_line(index.tool(n))) for n in index.names)
-        total += c.count(SEPARATOR) * max(0, len(index.names) - 1)
-        cached = (len(index.names), total)
-        index._flat_lines = cached
-    return cached
+    return _all_records_tokens(index, render_line)
 
 
 def _finish(method: str, index: RetrievalIndex, ledger: Ledger, stages: list, selected: list[str], t_start: float,
