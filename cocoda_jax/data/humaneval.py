@@ -157,15 +157,7 @@ PRIMITIVES: tuple[tuple, ...] = (
 )
 
 
-_LIBRARY_JSON: str | None = None
-
-
 def primitive_library(runner: Any = None) -> LibrarySnapshot:
     """String and list helpers for the code domain, through INSERTTOOL (checks run by ``runner``)."""
-    global _LIBRARY_JSON
-    if _LIBRARY_JSON is not None:
-        return LibrarySnapshot.from_json(_LIBRARY_JSON)
-    from cocoda_jax.data.library_build import snapshot_from_specs
-    snap = snapshot_from_specs(PRIMITIVES, runner=runner)
-    _LIBRARY_JSON = snap.to_json()
-    return snap
+    from cocoda_jax.data.library_build import verified_library
+    return verified_library("humaneval", PRIMITIVES, runner=runner)

@@ -19,3 +19,17 @@ def snapshot_from_specs(specs: Iterable[Any], runner: Any = None, *, max_depth: 
         tool = Tool.from_source(source, description, pre=pre, post=post, examples=examples)
         snap = snap.insert(tool, runner=runner)
     return snap
+
+
+_VERIFIED: dict[str, LibrarySnapshot] = {}
+
+
+def verified_library(domain: str, specs: Iterable[Any], runner: Any = None) -> LibrarySnapshot:
+    """``domain``'s starting library, built by :func:`snapshot_from_specs` on the first call only.
+
+    The snapshot is an immutable value, so later calls return the same one: the example and spec
+    checks (sandbox runs) are paid once per process, not once per caller.
+    """
+    if domain not in _VERIFIED:
+        _VERIFIED[domain] = snapshot_from_specs(specs, runner=runner)
+    return _VERIFIED[domain]

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cocoda_jax.data.math_primitives import PRIMITIVES, local_functions
+from cocoda_jax.data.task import GoldProgramTask
 from cocoda_jax.library import LibrarySnapshot
 
 VERSION = 1
@@ -55,7 +56,7 @@ MAX_DEPTH = 5
 
 
 @dataclasses.dataclass(frozen=True)
-class MathTask:
+class MathTask(GoldProgramTask):
     """One generated word problem with its latent program.
 
     ``inputs``: ``(("n0", v0), ("n1", v1), ...)``, the question's numbers in order of appearance.
@@ -78,19 +79,6 @@ class MathTask:
     skeleton: tuple
     difficulty: int
     motifs: tuple[str, ...]
-
-    @property
-    def input_dict(self) -> dict[str, float]:
-        return dict(self.inputs)
-
-    @property
-    def gold_values(self) -> tuple[float, ...]:
-        return tuple(v for _, v in self.intermediates)
-
-    @property
-    def steps(self) -> tuple[str, ...]:
-        """The program's lines (each one planner action)."""
-        return tuple(self.program.splitlines())
 
     @property
     def depth(self) -> int:
@@ -816,23 +804,14 @@ def motif_recurrence(tasks: Sequence[MathTask]) -> dict[str, int]:
 # The starting library
 # ------------------------------------------------------------------------------------------------
 
-_LIBRARY_JSON: str | None = None
-
-
 def primitive_library(runner: Any = None) -> LibrarySnapshot:
     """The domain's starting library: every primitive of :mod:`.math_primitives` inserted through
     INSERTTOOL with its example and spec checks run by ``runner`` (``None``: the default sandbox).
 
-    The first verified library is remembered as JSON; later calls rebuild the same value from it
-    without re-running the checks.
+    The first verified library is kept; later calls return the same immutable value.
     """
-    global _LIBRARY_JSON
-    if _LIBRARY_JSON is not None:
-        return LibrarySnapshot.from_json(_LIBRARY_JSON)
-    from cocoda_jax.data.library_build import snapshot_from_specs
-    snap = snapshot_from_specs(PRIMITIVES, runner=runner)
-    _LIBRARY_JSON = snap.to_json()
-    return snap
+    from cocoda_jax.data.library_build import verified_library
+    return verified_library("synthetic_math", PRIMITIVES, runner=runner)
 
 
 def generation_stats(n: int = 10000, seed: int = 0, split: str = "train") -> dict[str, Any]:

@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.data.task import GoldProgramTask
 from cocoda_jax.library import LibrarySnapshot
 
 VERSION = 1
@@ -250,19 +251,11 @@ def local_functions() -> dict[str, Any]:
     return {k: v for k, v in namespace.items() if not k.startswith("__")}
 
 
-_LIBRARY_JSON: str | None = None
-
-
 def primitive_library(runner: Any = None) -> LibrarySnapshot:
     """The table domain's starting library, every primitive through INSERTTOOL (checks run by
-    ``runner``; ``None``: the default sandbox). Later calls rebuild it from the verified JSON."""
-    global _LIBRARY_JSON
-    if _LIBRARY_JSON is not None:
-        return LibrarySnapshot.from_json(_LIBRARY_JSON)
-    from cocoda_jax.data.library_build import snapshot_from_specs
-    snap = snapshot_from_specs(PRIMITIVES, runner=runner)
-    _LIBRARY_JSON = snap.to_json()
-    return snap
+    ``runner``; ``None``: the default sandbox). Later calls return the same verified value."""
+    from cocoda_jax.data.library_build import verified_library
+    return verified_library("tables", PRIMITIVES, runner=runner)
 
 
 # =================================================================================================
@@ -345,7 +338,7 @@ def generate_table(rng: random.Random, schema: Schema, split: str) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
-class TableTask:
+class TableTask(GoldProgramTask):
     """One table question with its latent program (fields as :class:`synthetic_math.MathTask`;
     ``inputs`` binds ``table``; ``motifs`` is ``(family,)``)."""
 
@@ -366,17 +359,6 @@ class TableTask:
     def inputs(self) -> tuple[tuple[str, Any], ...]:
         return (("table", self.table),)
 
-    @property
-    def input_dict(self) -> dict[str, Any]:
-        return {"table": self.table}
-
-    @property
-    def gold_values(self) -> tuple[Any, ...]:
-        return tuple(v for _, v in self.intermediates)
-
-    @property
-    def steps(self) -> tuple[str, ...]:
-        return tuple(self.program.splitlines())
 
 
 class _Reject(Exception):
