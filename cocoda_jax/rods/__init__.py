@@ -5,6 +5,7 @@ until the GRPO learner loop is wired in.
 """
 
 from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.rods.errors import CorruptStateError, RodsStateError
 from cocoda_jax.rods.persistence import GeneratedRecord, Restored, atomic_write, load, save
 from cocoda_jax.rods.pool import (Candidate, Decision, PoolItem, PoolState, advance_epoch, candidate_of,
@@ -21,4 +22,5 @@ __all__ = [
     "CritiqueError", "Job", "Outcome", "Synthesizer", "acceptance_rate", "check_rules", "propose",
     "rejection_counts", "CallGraph", "call_graph", "content_keys", "task_from_dict", "task_to_dict", "Tracker",
     "phi", "region", "tracking_reward",
+    "Curriculum",
 ]

@@ -21,9 +21,9 @@ from typing import Any
 
 from cocoda_jax.rods import persistence
 from cocoda_jax.rods.config import RodsConfig
-from cocoda_jax.rods.pool import PoolState, advance_epoch, candidate_of, epoch_metrics, initial_pool, plan_synthesis
-from cocoda_jax.rods.synthesis import (BackgroundSynthesizer, Job, Outcome, acceptance_rate, derived_seed,
-                                       rejection_counts)
+from cocoda_jax.rods.curriculum import Curriculum
+from cocoda_jax.rods.pool import PoolState
+from cocoda_jax.rods.synthesis import Job, Outcome, derived_seed
 from cocoda_jax.rods.tracker import Tracker
 
 
@@ -77,59 +77,19 @@ def run(seeds: Sequence[Any], config: RodsConfig, epochs: int, checkpoint_dir: s
         stop_after_epoch: int | None = None) -> SimResult:
     """Run (or resume, when ``checkpoint_dir`` holds RODS state) until the pool reaches ``epochs``.
 
+    A :class:`.Curriculum` does the work; each epoch every live task gets one group from ``policy``.
     ``stop_after_epoch``: return right after saving the state at the start of that epoch (a clean
     kill). ``write``: the file writer (a fault-injecting one simulates a kill mid-save).
     """
-    tasks: dict[str, Any] = {t.id: t for t in seeds}
-    parents: dict[str, str] = {}
-    if persistence.exists(checkpoint_dir):
-        r = persistence.load(checkpoint_dir)
-        tracker, pool = r.tracker, r.pool
-        for rec in r.generated:
-            tasks[rec.task.id] = rec.task
-            parents[rec.task.id] = rec.parent_id
-        pending = tuple((p, int(a)) for p, a in r.extra.get("pending", ()))
-    else:
-        tracker, pool, pending = Tracker(config), initial_pool(seeds, config), ()
-        persistence.save(checkpoint_dir, tracker, pool, (), {"pending": []}, write=write)
     metrics: list[dict] = []
     outcomes_all: list[Outcome] = []
-    bg = BackgroundSynthesizer(synthesize, capacity=max(config.queue_capacity, 1)) if background else None
-
-    def jobs_of(keys: Sequence[tuple[str, int]], pool_state: PoolState) -> list[Job]:
-        frozen = pool_state.all_keys()
-        return [Job(tasks[p], a, frozen) for p, a in keys]
-
-    try:
-        if bg is not None and pending:
-            bg.submit(jobs_of(pending, pool))
-        while pool.epoch < epochs:
-            if stop_after_epoch is not None and pool.epoch >= stop_after_epoch:
+    with Curriculum(seeds, config, checkpoint_dir, run_seed=policy.seed, synthesize=synthesize,
+                    background=background, write=write) as cur:
+        while cur.epoch < epochs:
+            if stop_after_epoch is not None and cur.epoch >= stop_after_epoch:
                 break
-            e = pool.epoch
-            live = pool.live_ids()
-            tracker = tracker.observe_groups([(t, policy.rewards(t, e, parents)) for t in live], e)
-            if bg is not None:
-                outcomes = bg.collect(pending)
-            else:
-                outcomes = tuple(synthesize(j) for j in jobs_of(pending, pool))
-            outcomes_all.extend(outcomes)
-            records = [persistence.GeneratedRecord(o.task, o.parent_id, o.attempt, e) for o in outcomes if o.accepted]
-            for rec in records:
-                tasks[rec.task.id] = rec.task
-                parents[rec.task.id] = rec.parent_id
-            candidates = [candidate_of(rec.task, rec.parent_id, tracker) for rec in records]
-            pool = advance_epoch(pool, tracker, candidates, config)
-            pool, pending = plan_synthesis(pool, tracker, config)
-            if bg is not None:
-                bg.submit(jobs_of(pending, pool))
-            m = epoch_metrics(pool, tracker, e)
-            m["synthesis"] = {"jobs": len(outcomes), "accepted": sum(o.accepted for o in outcomes),
-                              "acceptance_rate": acceptance_rate(outcomes),
-                              "rejections": rejection_counts(outcomes)}
-            metrics.append(m)
-            persistence.save(checkpoint_dir, tracker, pool, records, {"pending": [list(j) for j in pending]}, write=write)
-    finally:
-        if bg is not None:
-            bg.close()
-    return SimResult(tracker, pool, tasks, tuple(metrics), tuple(outcomes_all))
+            e = cur.epoch
+            cur.observe([(t, policy.rewards(t, e, cur.parents)) for t in cur.pool.live_ids()])
+            metrics.append(cur.end_epoch())
+            outcomes_all.extend(cur.last_outcomes)
+    return SimResult(cur.tracker, cur.pool, dict(cur.all_tasks), tuple(metrics), tuple(outcomes_all))

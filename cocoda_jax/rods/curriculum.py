@@ -1,0 +1,327 @@
+"""RODS as the training loop's task source, one epoch (one co-evolution round) at a time.
+
+:func:`.simulate.run` drives RODS in a closed loop with a simulated policy; :class:`Curriculum`
+opens that loop for a real learner::
+
+    with Curriculum(seeds, config, workdir, run_seed=0, library=snapshot, sandbox=sb) as cur:
+        while cur.epoch < rounds:
+            batch = cur.sample(n_groups, seed=round_seed)     # the GRPO groups' tasks
+            ...                                               # roll out, train
+            cur.observe({task.id: progress_rewards, ...})     # one GRPO group per task
+            cur.set_library(grown_snapshot)                   # optional, before end_epoch
+            metrics = cur.end_epoch()                         # boundary + atomic save
+
+State on disk is :mod:`.persistence`'s layout under ``directory/rods/``. Constructing a
+:class:`Curriculum` on a directory that holds RODS state resumes from it exactly (tracker, pool,
+generated tasks, the synthesis jobs planned at the last boundary); otherwise it starts from
+:func:`.pool.initial_pool` and saves that. What is observed during an epoch lives in memory only
+until :meth:`Curriculum.end_epoch` saves it: a run stopped mid-epoch resumes at the start of that
+epoch and must redo it.
+
+Determinism: the state after each :meth:`~Curriculum.end_epoch` is a pure function of the seeds,
+the config, ``run_seed`` and the inputs given to :meth:`~Curriculum.observe` (and of the library in
+effect when each synthesis job was planned). Background synthesis cannot change it: the boundary
+waits for exactly the jobs planned at the previous boundary, and their outcomes are ordered by
+job key, as they are without a background thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from cocoda_jax.rods import persistence
+from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.rods.errors import RodsStateError
+from cocoda_jax.rods.pool import (PoolState, advance_epoch, candidate_of, epoch_metrics, initial_pool,
+                                  plan_synthesis, pool_hash)
+from cocoda_jax.rods.synthesis import (BackgroundSynthesizer, Job, Outcome, Synthesizer, acceptance_rate,
+                                       derived_seed, rejection_counts)
+from cocoda_jax.rods.tracker import Tracker
+
+
+class Curriculum:
+    """RODS as the training loop's task source, one epoch at a time (an epoch = one co-evolution round).
+
+    ``seeds``: the seed tasks (objects with ``.id``; MathTask/TableTask for the built-in synthesizer).
+    ``directory``: the checkpoint directory handed to :func:`.persistence.save`/``load`` (files land
+    in ``directory/rods/``). ``synthesize``: runs one :class:`.Job`; by default a
+    :class:`.Synthesizer` over ``sandbox`` and ``library`` with ``run_seed`` (both then required).
+    ``background``: run the jobs planned at a boundary on a daemon thread during the next epoch
+    (results are identical either way). ``write``: the file writer (fault-injection tests).
+    ``collect_timeout_s``: how long a boundary waits for background jobs (None: no limit).
+
+    On resume the saved tracker's config must equal ``config`` and every pool item must be a seed
+    in ``seeds`` or a saved generated task; otherwise :class:`.RodsStateError`. A corrupt state
+    raises :class:`.CorruptStateError` and nothing is written.
+    """
+
+    def __init__(self, seeds: Sequence[Any], config: RodsConfig, directory: str | os.PathLike, *, run_seed: int,
+                 synthesize: Callable[[Job], Outcome] | None = None, background: bool = True,
+                 library: Any = None, sandbox: Any = None,
+                 write: Callable[[Path, bytes], None] = persistence.atomic_write,
+                 collect_timeout_s: float | None = None):
+        self.config = config
+        self.directory = Path(directory)
+        self.run_seed = int(run_seed)
+        self._write = write
+        self._collect_timeout_s = collect_timeout_s
+        self._closed = False
+        self._failed: BaseException | None = None
+        if synthesize is None:
+            if library is None or sandbox is None:
+                raise ValueError("Curriculum needs synthesize=, or library= and sandbox= for the built-in Synthesizer")
+            self._synthesizer: Synthesizer | None = Synthesizer(sandbox, library, config, run_seed=self.run_seed)
+            self._synthesize: Callable[[Job], Outcome] = self._synthesizer.run
+        else:
+            self._synthesizer = None
+            self._synthesize = synthesize
+
+        self._tasks: dict[str, Any] = {}
+        for t in seeds:
+            self._tasks.setdefault(t.id, t)
+        self._parents: dict[str, str] = {}
+        if persistence.exists(self.directory):
+            r = persistence.load(self.directory)
+            if r.tracker.config != config:
+                raise RodsStateError("config", f"the saved RODS state under {persistence.rods_dir(self.directory)} "
+                                               "was made with another RodsConfig")
+            for rec in r.generated:
+                self._tasks[rec.task.id] = rec.task
+                self._parents[rec.task.id] = rec.parent_id
+            tracker, pool = r.tracker, r.pool
+            pending = tuple((str(p), int(a)) for p, a in r.extra.get("pending", ()))
+            unknown = [it.task_id for it in pool.items if it.task_id not in self._tasks]
+            unknown += [p for p, _ in pending if p not in self._tasks]
+            if unknown:
+                raise RodsStateError("seeds", f"the saved pool names tasks that are neither seeds nor generated: "
+                                              f"{unknown[:3]}")
+        else:
+            tracker, pool, pending = Tracker(config), initial_pool(seeds, config), ()
+            persistence.save(self.directory, tracker, pool, (), {"pending": []}, write=write)
+        self._tracker: Tracker = tracker
+        self._pool: PoolState = pool
+        self._pending: tuple[tuple[str, int], ...] = pending
+        self._last_outcomes: tuple[Outcome, ...] = ()
+        # The synthesize function each pending job runs with, bound when the job was planned, so that
+        # set_library() during an epoch changes only jobs planned at later boundaries.
+        self._bound: dict[tuple[str, int], Callable[[Job], Outcome]] = {k: self._synthesize for k in pending}
+        self._bg: BackgroundSynthesizer | None = None
+        if background:
+            need = config.synth_per_epoch * config.variants_per_seed
+            self._bg = BackgroundSynthesizer(self._run_bound, capacity=max(config.queue_capacity, need, 1))
+            try:
+                self._submit()
+            except BaseException:
+                self.close()
+                raise
+
+    # -- plumbing ------------------------------------------------------------------------------------
+    def _run_bound(self, job: Job) -> Outcome:
+        return self._bound[job.key](job)
+
+    def _jobs(self) -> list[Job]:
+        frozen = self._pool.all_keys()
+        return [Job(self._tasks[p], a, frozen) for p, a in self._pending]
+
+    def _submit(self) -> None:
+        assert self._bg is not None
+        refused = self._bg.submit(self._jobs())
+        if refused:  # cannot happen with the capacity chosen above; never wait for a job not queued
+            raise RuntimeError(f"the background synthesizer refused {len(refused)} jobs")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the curriculum is closed")
+        if self._failed is not None:
+            raise RuntimeError(f"an epoch boundary failed ({self._failed!r}); resume from {self.directory} "
+                               "with a new Curriculum") from self._failed
+
+    # -- state ---------------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The pool's current epoch (the one being observed)."""
+        return self._pool.epoch
+
+    @property
+    def tracker(self) -> Tracker:
+        return self._tracker
+
+    @property
+    def pool(self) -> PoolState:
+        return self._pool
+
+    @property
+    def pending(self) -> tuple[tuple[str, int], ...]:
+        """``(parent_id, attempt)`` of the synthesis jobs planned at the last boundary."""
+        return self._pending
+
+    @property
+    def parents(self) -> Mapping[str, str]:
+        """Generated task id -> parent id."""
+        return MappingProxyType(self._parents)
+
+    @property
+    def all_tasks(self) -> Mapping[str, Any]:
+        """Every task known to the run: the seeds and every generated task (live or not)."""
+        return MappingProxyType(self._tasks)
+
+    @property
+    def last_outcomes(self) -> tuple[Outcome, ...]:
+        """The synthesis outcomes collected at the last :meth:`end_epoch` (in job-key order)."""
+        return self._last_outcomes
+
+    def task(self, task_id: str) -> Any:
+        return self._tasks[task_id]
+
+    def tasks(self) -> tuple[Any, ...]:
+        """The live pool tasks (burn-in items included), in the pool's insertion order."""
+        return tuple(self._tasks[t] for t in self._pool.live_ids())
+
+    def state_hash(self) -> str:
+        """sha256 over the pool (as :func:`.pool_hash`), the tracker and the pending synthesis jobs."""
+        blob = json.dumps([pool_hash(self._pool), self._tracker.to_json(), [list(k) for k in self._pending]])
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    # -- the epoch -----------------------------------------------------------------------------------
+    def sample(self, n: int, seed: int) -> tuple[Any, ...]:
+        """``n`` live tasks for this epoch's GRPO groups; a pure function of (pool, tracker, ``seed``).
+
+        Rule: every live task gets the key ``(tier, -phi, h)`` and the tasks are taken in ascending
+        key order. ``tier`` is 0 for boundary tasks and for unobserved tasks (which count as
+        boundary with ``phi = 1``), 1 for mastered and hard ones; ``phi`` is the tracked priority
+        ``4 r (1 - r)`` (rounded to 12 digits); ``h`` a hash of ``(seed, epoch, task id)`` that
+        breaks ties reproducibly. So boundary tasks come first by priority, then the rest, nearest
+        to the boundary first. ``n <= live``: no duplicates; ``n > live``: the whole order repeats
+        (every task ``n // live`` or ``n // live + 1`` times).
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {n!r}")
+        if n == 0:
+            return ()
+        live = self._pool.live_ids()
+        if not live:
+            raise RodsStateError("pool", "no live tasks to sample")
+        e = self._pool.epoch
+
+        def key(t: str) -> tuple[int, float, int, str]:
+            s = self._tracker.get(t)
+            if s is None:
+                tier, p = 0, 1.0
+            else:
+                tier, p = (0 if s.region(self.config) == "boundary" else 1), round(s.phi, 12)
+            return tier, -p, derived_seed("rods-sample", seed, e, t), t
+
+        order = sorted(live, key=key)
+        picked = [order[i % len(order)] for i in range(n)]
+        return tuple(self._tasks[t] for t in picked)
+
+    def observe(self, groups: Mapping[str, Sequence[float]] | Iterable[tuple[str, Sequence[float]]]) -> None:
+        """Record GRPO groups of this epoch: task id -> the group's tracking rewards (the progress
+        reward where the task has gold intermediates, see :func:`.tracking_reward`). May be called
+        several times per epoch (a pair list may repeat a task); each call adds one group per entry.
+        Only live pool tasks can be observed (RodsStateError otherwise; nothing is recorded then)."""
+        self._check_open()
+        pairs = list(groups.items() if isinstance(groups, Mapping) else groups)
+        live = set(self._pool.live_ids())
+        bad = [t for t, _ in pairs if t not in live]
+        if bad:
+            raise RodsStateError("observe", f"not live pool tasks at epoch {self.epoch}: {bad[:3]}")
+        self._tracker = self._tracker.observe_groups(pairs, self._pool.epoch)
+
+    def end_epoch(self) -> dict:
+        """The epoch boundary, as :func:`.simulate.run` does it: collect the jobs planned at the
+        previous boundary, record the accepted variants, :func:`.advance_epoch`, :func:`.plan_synthesis`,
+        submit the new jobs, save atomically. Returns the epoch's metrics: :func:`.epoch_metrics`
+        (``region_sizes`` also counting ``unobserved``) plus ``synthesis`` {jobs, accepted,
+        acceptance_rate, rejections} and ``injected_mean_reward`` (the mean over generated items
+        injected at earlier boundaries and observed this epoch of their mean reward this epoch;
+        None if none). ``region_variance`` and ``boundary_variance_ratio`` are the tracker's (mean
+        within-group variance, what GRPO's advantages see), over the next epoch's live pool.
+
+        If the boundary fails (a synthesis job raised, the save failed), this object refuses further
+        use: resume from the directory with a new :class:`Curriculum`.
+        """
+        self._check_open()
+        try:
+            return self._end_epoch()
+        except BaseException as exc:
+            self._failed = exc
+            raise
+
+    def _end_epoch(self) -> dict:
+        e = self._pool.epoch
+        tracker = self._tracker
+        if self._bg is not None:
+            outcomes = self._bg.collect(self._pending, timeout_s=self._collect_timeout_s)
+        else:
+            outcomes = tuple(self._bound[j.key](j) for j in self._jobs())
+        outcomes = tuple(sorted(outcomes, key=lambda o: o.key))
+        records = [persistence.GeneratedRecord(o.task, o.parent_id, o.attempt, e) for o in outcomes if o.accepted]
+        candidates = [candidate_of(rec.task, rec.parent_id, tracker) for rec in records]
+        before = self._pool
+        pool = advance_epoch(before, tracker, candidates, self.config)
+        pool, pending = plan_synthesis(pool, tracker, self.config)
+
+        m = epoch_metrics(pool, tracker, e)
+        m["region_sizes"] = {**m["region_sizes"], "unobserved": m["unobserved"]}
+        m["synthesis"] = {"jobs": len(outcomes), "accepted": sum(o.accepted for o in outcomes),
+                          "acceptance_rate": acceptance_rate(outcomes), "rejections": rejection_counts(outcomes)}
+        m["injected_mean_reward"] = _injected_mean_reward(before, tracker, e)
+
+        persistence.save(self.directory, tracker, pool, records, {"pending": [list(k) for k in pending]},
+                         write=self._write)
+        for rec in records:
+            self._tasks[rec.task.id] = rec.task
+            self._parents[rec.task.id] = rec.parent_id
+        self._pool, self._pending, self._last_outcomes = pool, pending, outcomes
+        self._bound = {k: self._synthesize for k in pending}
+        if self._bg is not None:
+            self._submit()
+        return m
+
+    # -- the library ---------------------------------------------------------------------------------
+    def set_library(self, snapshot: Any) -> None:
+        """Hand over the grown library (a LibrarySnapshot) to the built-in synthesizer. It applies to
+        the jobs planned at the next :meth:`end_epoch` and later; jobs already planned keep the library
+        they were planned with. On resume, pass as ``library=`` the one in effect at the last
+        :meth:`end_epoch` (the pending jobs run with it)."""
+        self._check_open()
+        if self._synthesizer is None:
+            raise ValueError("set_library needs the built-in Synthesizer (this Curriculum was given synthesize=)")
+        self._synthesizer = Synthesizer(self._synthesizer.runner, snapshot, self.config, run_seed=self.run_seed)
+        self._synthesize = self._synthesizer.run
+
+    # -- lifetime ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the background synthesizer (idempotent). The saved state is untouched."""
+        self._closed = True
+        if self._bg is not None:
+            self._bg.close()
+            self._bg = None
+
+    def __enter__(self) -> "Curriculum":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _injected_mean_reward(pool: PoolState, tracker: Tracker, epoch: int) -> float | None:
+    """Mean over generated items of ``pool`` (the pool during ``epoch``) observed in ``epoch`` of
+    their mean reward in that epoch (groups pooled per item)."""
+    per_item = []
+    for it in pool.items:
+        if it.origin != "generated" or it.added_epoch > epoch:
+            continue
+        s = tracker.get(it.task_id)
+        groups = [g for g in (s.groups if s is not None else ()) if g.epoch == epoch]
+        if groups:
+            per_item.append(math.fsum(g.mean * g.n for g in groups) / sum(g.n for g in groups))
+    return math.fsum(per_item) / len(per_item) if per_item else None

@@ -1,0 +1,360 @@
+"""RODS as a step-wise task source: sampling, epoch boundaries, metrics and exact restart."""
+
+import collections
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.rods import Curriculum, persistence
+from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.rods.errors import CorruptStateError, RodsStateError
+from cocoda_jax.rods.synthesis import Outcome, Synthesizer, derived_seed
+from cocoda_jax.rods.tracker import REGIONS
+
+CFG = RodsConfig(p_max=10, beta=0.25, synth_per_epoch=4, variants_per_seed=2, stale_epochs=3, window=3,
+                 hard_patience=2)
+EPOCHS = 6
+RUN_SEED = 9
+GROUP = 8
+
+
+@pytest.fixture(scope="module")
+def seed_tasks():
+    return [t for t in sm.generate(120, seed=5) if t.depth <= 3][:30]
+
+
+@pytest.fixture(scope="module")
+def synth(sandbox, library):
+    """The real synthesizer, memoised on its (pure) inputs so that the many runs below stay fast."""
+    syn = Synthesizer(sandbox, library, CFG, run_seed=RUN_SEED)
+    cache = {}
+
+    def run(job):
+        key = (job.parent.id, job.attempt, job.pool_keys)
+        if key not in cache:
+            cache[key] = syn.run(job)
+        return cache[key]
+
+    return run
+
+
+def _unit(*parts):
+    return (derived_seed(*parts) % (1 << 53)) / float(1 << 53)
+
+
+def fake_rewards(task_id, epoch):
+    """A deterministic stand-in policy: task skill from a hash of its id, improving per epoch."""
+    p = min(1.0, _unit("skill", task_id) * 1.1 + 0.06 * epoch)
+    return [1.0 if _unit("roll", task_id, epoch, i) < p else 0.0 for i in range(GROUP)]
+
+
+def play_epoch(cur):
+    """One round of the loop: sample 80 % of the live pool, observe one group per sampled task."""
+    e = cur.epoch
+    batch = cur.sample(max(1, (len(cur.tasks()) * 4) // 5), seed=1000 + e)
+    cur.observe({t.id: fake_rewards(t.id, e) for t in batch})
+    return cur.end_epoch()
+
+
+def tree(directory):
+    root = persistence.rods_dir(directory)
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, seed_tasks, synth):
+    """The uninterrupted run, without a background thread: state hash and files after each epoch."""
+    d = tmp_path_factory.mktemp("reference")
+    hashes, trees, metrics = [], [], []
+    with Curriculum(seed_tasks, CFG, d, run_seed=RUN_SEED, synthesize=synth, background=False) as cur:
+        hashes.append(cur.state_hash())
+        trees.append(tree(d))
+        while cur.epoch < EPOCHS:
+            metrics.append(play_epoch(cur))
+            hashes.append(cur.state_hash())
+            trees.append(tree(d))
+        final = cur
+    return d, hashes, trees, metrics, final
+
+
+def test_the_reference_run_exercises_the_lifecycle(reference):
+    _, _, _, metrics, cur = reference
+    actions = {k.split(":")[0] for m in metrics for k in m["decisions"]}
+    assert {"inject", "retire", "promote", "synthesize"} <= actions
+    assert sum(m["synthesis"]["accepted"] for m in metrics) > 0
+    assert cur.epoch == EPOCHS and len(cur.pool.live_generated()) <= CFG.p_max
+
+
+def test_restart_after_every_epoch_gives_the_uninterrupted_state(tmp_path, reference, seed_tasks, synth):
+    """A new Curriculum per epoch (background thread on, unlike the reference): the same state hash
+    and byte-identical files after every boundary."""
+    _, hashes, trees, _, _ = reference
+    for e in range(EPOCHS):
+        with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=True) as cur:
+            assert cur.epoch == e and cur.state_hash() == hashes[e]
+            play_epoch(cur)
+            assert cur.state_hash() == hashes[e + 1]
+        assert tree(tmp_path) == trees[e + 1]
+
+
+def test_background_and_foreground_give_identical_states(tmp_path, reference, seed_tasks, synth):
+    _, hashes, trees, metrics, _ = reference
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=True) as cur:
+        got = [cur.state_hash()]
+        got_metrics = []
+        while cur.epoch < EPOCHS:
+            got_metrics.append(play_epoch(cur))
+            got.append(cur.state_hash())
+    assert got == hashes and got_metrics == metrics
+    assert tree(tmp_path) == trees[-1]
+
+
+def test_a_stopped_mid_epoch_run_redoes_that_epoch(tmp_path, reference, seed_tasks, synth):
+    """Observations not followed by end_epoch are not saved: the resumed run redoes the epoch."""
+    _, hashes, _, _, _ = reference
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+        play_epoch(cur)
+        play_epoch(cur)
+        cur.observe({t.id: [0.5] * GROUP for t in cur.tasks()})  # then "killed"
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+        assert cur.epoch == 2 and cur.state_hash() == hashes[2]
+        play_epoch(cur)
+        assert cur.state_hash() == hashes[3]
+
+
+def test_end_epoch_metrics(reference, seed_tasks):
+    _, _, _, metrics, _ = reference
+    # plan_synthesis logs at the new epoch, so the jobs planned at boundary e - 1 show in epoch e's decisions
+    planned = [CFG.variants_per_seed * m["decisions"].get("synthesize:boundary", 0) for m in metrics]
+    assert planned[0] == 0 and sum(planned) > 0
+    for e, m in enumerate(metrics):
+        assert m["epoch"] == e
+        assert set(m["region_sizes"]) == set(REGIONS) | {"unobserved"}
+        assert sum(m["region_sizes"].values()) == m["live"] and m["region_sizes"]["unobserved"] == m["unobserved"]
+        assert set(m["region_variance"]) == set(REGIONS)
+        for r, v in m["region_variance"].items():
+            assert (v is None) == (m["region_sizes"][r] == 0)
+            assert v is None or 0.0 <= v <= 0.25
+        ratio = m["boundary_variance_ratio"]
+        assert ratio is None or ratio >= 0.0
+        s = m["synthesis"]
+        assert set(s) == {"jobs", "accepted", "acceptance_rate", "rejections"}
+        assert s["jobs"] == planned[e] and 0 <= s["accepted"] <= s["jobs"]
+        assert (s["acceptance_rate"] is None) == (s["jobs"] == 0)
+        assert s["acceptance_rate"] is None or 0.0 <= s["acceptance_rate"] <= 1.0
+        assert m["injected_mean_reward"] is None or 0.0 <= m["injected_mean_reward"] <= 1.0
+        json.dumps(m, allow_nan=True)  # plain data, loggable as is
+    assert metrics[0]["injected_mean_reward"] is None  # nothing injected before the first boundary
+    assert any(m["injected_mean_reward"] is not None for m in metrics)
+    assert any(m["boundary_variance_ratio"] is not None for m in metrics)
+
+
+def test_injected_mean_reward_is_the_mean_over_observed_injected_items(tmp_path, reference, seed_tasks, synth):
+    """Recomputed by hand from a restart at each epoch: the generated items injected earlier that
+    were sampled in the epoch, each item's group mean, averaged."""
+    _, _, _, metrics, _ = reference
+    for e in range(EPOCHS):
+        with Curriculum(seed_tasks, CFG, tmp_path / "r", run_seed=RUN_SEED, synthesize=synth,
+                        background=False) as cur:
+            injected = {it.task_id for it in cur.pool.items if it.origin == "generated" and it.live}
+            batch = cur.sample(max(1, (len(cur.tasks()) * 4) // 5), seed=1000 + e)
+            means = [sum(fake_rewards(t.id, e)) / GROUP for t in batch if t.id in injected]
+            cur.observe({t.id: fake_rewards(t.id, e) for t in batch})
+            m = cur.end_epoch()
+        assert m == metrics[e]
+        expected = sum(means) / len(means) if means else None
+        assert m["injected_mean_reward"] == pytest.approx(expected)
+
+
+# -- sample -----------------------------------------------------------------------------------------
+
+def _rejecting(job):
+    return Outcome(job.parent.id, job.attempt, None, ())
+
+
+def test_sample_prefers_boundary_tasks_and_is_deterministic(tmp_path, seed_tasks):
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=0, synthesize=_rejecting, background=False) as cur:
+        ids = [t.id for t in cur.tasks()]
+        assert ids == list(cur.pool.live_ids()) and len(ids) == len(seed_tasks)
+        mastered, hard, half, edge, nearly_hard = ids[0:6], ids[6:10], ids[10:14], ids[14:18], ids[18:21]
+        unobserved = ids[21:]
+        groups = {t: [1.0] * 4 for t in mastered} | {t: [0.0] * 4 for t in hard}
+        groups |= {t: [1.0, 0.0, 1.0, 0.0] for t in half}
+        groups |= {t: [1.0] * 17 + [0.0] * 3 for t in edge}               # mean 0.85: boundary, phi 0.51
+        groups |= {t: [1.0] * 3 + [0.0] * 13 for t in nearly_hard}        # mean 0.1875: hard, phi 0.61
+        cur.observe(groups)
+        assert {cur.tracker.region_of(t) for t in edge} == {"boundary"}
+        assert {cur.tracker.region_of(t) for t in nearly_hard} == {"hard"}
+        preferred = set(half) | set(edge) | set(unobserved)
+        n = len(preferred)
+        a = cur.sample(n, seed=3)
+        assert a == cur.sample(n, seed=3)
+        assert {t.id for t in a} == preferred and len(a) == n  # boundary before a higher-phi hard task
+        # phi = 1 (half-solved and unobserved tasks) before phi = 0.51
+        assert {t.id for t in a[: n - len(edge)]} == set(half) | set(unobserved)
+        # then the others, highest phi first: nearly-hard (0.61) before mastered and hard (0)
+        assert {t.id for t in cur.sample(n + 3, seed=3)[n:]} == set(nearly_hard)
+        assert any(cur.sample(n, seed=s) != a for s in range(4, 10))  # ties broken by the seed
+        # Then the rest; no duplicates up to the live size; beyond it the order cycles.
+        full = cur.sample(len(ids), seed=3)
+        assert full[:n] == a and sorted(t.id for t in full) == sorted(ids)
+        more = cur.sample(2 * len(ids) + 5, seed=3)
+        assert more == full + full + full[:5]
+        assert cur.sample(0, seed=3) == ()
+        with pytest.raises(ValueError):
+            cur.sample(-1, seed=3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=1, max_size=4) | st.none(),
+                min_size=8, max_size=8),
+       st.integers(0, 40), st.integers(0, 2**31))
+def test_sample_rule_as_a_property(tmp_path_factory, seed_tasks, rewards, n, seed):
+    tasks = seed_tasks[:8]
+    with Curriculum(tasks, CFG, tmp_path_factory.mktemp("prop"), run_seed=0, synthesize=_rejecting,
+                    background=False) as cur:
+        cur.observe({t.id: r for t, r in zip(tasks, rewards) if r is not None})
+        out = [t.id for t in cur.sample(n, seed)]
+        assert len(out) == n
+        counts = collections.Counter(out)
+        assert all(n // 8 <= c <= n // 8 + 1 for c in counts.values())
+        if n <= 8:
+            assert len(counts) == n
+
+        def preferred(t):
+            s = cur.tracker.get(t)
+            return s is None or s.region(CFG) == "boundary"
+
+        def phi(t):
+            s = cur.tracker.get(t)
+            return 1.0 if s is None else s.phi
+
+        head = out[:8]
+        tiers = [0 if preferred(t) else 1 for t in head]
+        assert tiers == sorted(tiers)
+        for a, b in zip(head, head[1:]):
+            if preferred(a) == preferred(b):
+                assert round(phi(a), 12) >= round(phi(b), 12)
+
+
+# -- errors and lifetime ---------------------------------------------------------------------------
+
+def test_a_corrupt_state_raises_and_is_not_overwritten(tmp_path, seed_tasks, synth):
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+        play_epoch(cur)
+        play_epoch(cur)
+    root = persistence.rods_dir(tmp_path)
+    manifest = json.loads((root / persistence.MANIFEST).read_text())
+    pool_file = root / manifest["pool"]["file"]
+    pool_file.write_bytes(pool_file.read_bytes()[:-20])
+    before = tree(tmp_path)
+    for background in (True, False):
+        with pytest.raises(CorruptStateError, match="pool"):
+            Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=background)
+        assert tree(tmp_path) == before
+    (root / persistence.MANIFEST).write_text("{not json")
+    before = tree(tmp_path)
+    with pytest.raises(CorruptStateError, match="MANIFEST"):
+        Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth)
+    assert tree(tmp_path) == before
+
+
+def test_resume_with_another_config_or_seeds_is_refused(tmp_path, seed_tasks, synth):
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+        play_epoch(cur)
+    before = tree(tmp_path)
+    with pytest.raises(RodsStateError, match="config"):
+        Curriculum(seed_tasks, RodsConfig(), tmp_path, run_seed=RUN_SEED, synthesize=synth)
+    with pytest.raises(RodsStateError, match="seeds"):
+        Curriculum(seed_tasks[1:], CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth)
+    assert tree(tmp_path) == before
+
+
+def test_observe_takes_only_live_tasks(tmp_path, seed_tasks):
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=0, synthesize=_rejecting, background=False) as cur:
+        h = cur.state_hash()
+        with pytest.raises(RodsStateError, match="not live"):
+            cur.observe({seed_tasks[0].id: [1.0], "no-such-task": [0.0]})
+        assert cur.state_hash() == h
+        cur.observe([(seed_tasks[0].id, [1.0]), (seed_tasks[0].id, [0.0])])  # two groups, one task
+        assert cur.tracker.get(seed_tasks[0].id).total_groups == 2
+
+
+def test_a_failed_boundary_leaves_the_saved_state_and_refuses_more(tmp_path, seed_tasks, synth):
+    def flaky(job):
+        if job.attempt == 0 and job.parent.id == boom[0]:
+            raise OSError("sandbox gone")
+        return synth(job)
+
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+        play_epoch(cur)
+        boom = [cur.pending[0][0]]
+        saved = cur.state_hash()
+    for background in (True, False):
+        with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=flaky, background=background) as cur:
+            batch = cur.sample(5, seed=0)
+            cur.observe({t.id: fake_rewards(t.id, 1) for t in batch})
+            with pytest.raises((OSError, RuntimeError)):
+                cur.end_epoch()
+            with pytest.raises(RuntimeError, match="resume"):
+                cur.observe({batch[0].id: [1.0]})
+        with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+            assert cur.epoch == 1 and cur.state_hash() == saved
+
+
+def test_the_built_in_synthesizer_and_set_library(tmp_path, reference, seed_tasks, sandbox, library, synth):
+    _, hashes, _, _, _ = reference
+    with pytest.raises(ValueError):
+        Curriculum(seed_tasks, CFG, tmp_path / "x", run_seed=RUN_SEED)
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, library=library, sandbox=sandbox) as cur:
+        play_epoch(cur)
+        cur.set_library(library)  # the same snapshot: nothing changes
+        play_epoch(cur)
+        play_epoch(cur)
+        assert cur.state_hash() == hashes[3]
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth) as cur:
+        with pytest.raises(ValueError, match="set_library"):
+            cur.set_library(library)
+        cur.close()
+        cur.close()  # idempotent
+        with pytest.raises(RuntimeError, match="closed"):
+            cur.end_epoch()
+
+
+class _Tagged:
+    """The same library under another identity, to see which one a synthesis job ran with."""
+
+    def __init__(self, library):
+        self._library = library
+
+    def __getattr__(self, name):
+        return getattr(self._library, name)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_set_library_applies_to_jobs_planned_after_it(tmp_path, reference, seed_tasks, sandbox, library, background):
+    _, hashes, _, _, _ = reference
+    lib_a, lib_b = _Tagged(library), _Tagged(library)
+    seen = []
+
+    class Runner:
+        def run_many(self, programs, lib, **kw):
+            seen.append(lib)
+            return sandbox.run_many(programs, lib, **kw)
+
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=RUN_SEED, library=lib_a, sandbox=Runner(),
+                    background=background) as cur:
+        play_epoch(cur)
+        planned = len(cur.pending)
+        cur.set_library(lib_b)  # mid-epoch: the jobs already planned keep lib_a
+        play_epoch(cur)
+        # every round of those jobs but a failed draw executed the gold program once
+        calls = sum(1 for o in cur.last_outcomes for r in o.rounds if [e.kind for e in r] != ["sample_failed"])
+        assert len(cur.last_outcomes) == planned > 0 and calls >= planned
+        play_epoch(cur)
+        assert cur.state_hash() == hashes[3]
+    assert all(lib is lib_a for lib in seen[:calls]) and all(lib is lib_b for lib in seen[calls:])
+    assert len(seen) > calls
