@@ -10,8 +10,16 @@ from cocoda_jax.report.metrics import (
     JSONL_NAME, TB_DIR, MetricsError, MetricsFormatError, MetricsWriter, iter_series, read_event_scalars, read_metrics,
 )
 from cocoda_jax.report.plots import metrics_figure, plot_metrics, series
+from cocoda_jax.report.coevolution import (
+    ReportError, build_report, draw_library, plot_coevolution, retrieval_tokens_per_query, validate_rounds,
+    write_report,
+)
 
 __all__ = [
     "JSONL_NAME", "MetricsError", "MetricsFormatError", "MetricsWriter", "TB_DIR", "iter_series", "metrics_figure",
     "plot_metrics", "read_event_scalars", "read_metrics", "series",
+]
+__all__ += [
+    "ReportError", "build_report", "draw_library", "plot_coevolution", "retrieval_tokens_per_query",
+    "validate_rounds", "write_report",
 ]

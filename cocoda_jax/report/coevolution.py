@@ -1,0 +1,489 @@
+"""The co-evolution run report: one JSON summary of the rounds, their plots, and a drawing of the learned DAG.
+
+    rounds = [...]   # one record per round, round 0 = the state after SFT (schema: ROUND_KEYS)
+    report = build_report(rounds, sft_accuracy=0.41, final_accuracy=0.63, final_library=snap,
+                          primitive_names=primitives.names(), wall_s=3600.0)
+    write_report(report, workdir / "report.json")
+    plot_coevolution(rounds, workdir / "plots")          # library, accuracy, tool_calls, ... .png
+    draw_library(snap, workdir / "plots" / "library_dag.svg", primitive_names=primitives.names())
+
+Decisions:
+
+* A round record is validated before anything is computed from it (:class:`ReportError` names the
+  round and the key): every key of :data:`ROUND_KEYS` must be present; the library counts are ints
+  with ``library_size == primitives + composites``; a measurement may be ``None`` (not measured) but
+  never NaN or infinite, so the report is strict JSON; round numbers strictly increase, and only
+  round 0 may (and must) have the outcome ``"initial"``. Keys beyond the schema are kept.
+* The *final* state of a run is the last round whose outcome is ``initial``, ``accept`` or
+  ``accept_planner``: a rejected round's measurements are those of a candidate that was thrown away.
+  ``tool_calls_per_solved.final``, ``composite_share`` and ``retrieval_tokens_per_query`` are read
+  from that record; ``tool_calls_per_solved.first_round`` from round 1 (round 0 when no RL round ran).
+* ``library`` is counted on ``final_library`` itself, structurally (a composite is a tool with
+  children, as in :class:`~cocoda_jax.library.LibrarySnapshot`); ``primitive_names`` (the starting
+  primitives) adds ``library.learned``, the number of tools that are not starting primitives.
+* ``composites[i].uses`` is the sum of that composite's ``composite_uses`` over every round record;
+  composites are listed in topological order (depth, then name).
+* ``extra`` may not overwrite a key the report already has (ReportError): a silent clobber of, say,
+  ``accuracy`` would be a wrong report.
+* Plots and drawings use matplotlib's object API with the Agg canvas (no pyplot, no global backend),
+  and every file is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+OUTCOMES = ("initial", "accept", "accept_planner", "reject")
+ACCEPTED = ("accept", "accept_planner")
+
+#: The round-record schema, in the order the report keeps: key -> kind (see :func:`validate_round`).
+ROUND_KEYS: dict[str, str] = {
+    "round": "index", "outcome": "outcome", "reason": "str",
+    "library_size": "count", "primitives": "count", "composites": "count", "max_depth": "count",
+    "val_accuracy": "measure", "val_reward": "measure", "train_accuracy": "measure",
+    "tool_calls_per_solved": "measure", "composite_share": "measure", "retrieval_tokens_per_query": "measure",
+    "inserted": "names", "composite_uses": "uses", "wall_s": "measure",
+}
+
+PLOT_NAMES = ("library.png", "accuracy.png", "tool_calls.png", "composite_share.png", "retrieval_tokens.png")
+
+
+class ReportError(ValueError):
+    """A malformed round record or report input; the message names the round and the key."""
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _where(position: int, record: Mapping[str, Any]) -> str:
+    r = record.get("round") if isinstance(record, Mapping) else None
+    return f"round {r}" if _is_int(r) else f"round record #{position}"
+
+
+def validate_round(record: Mapping[str, Any], position: int = 0) -> dict[str, Any]:
+    """A checked copy of one round record: schema keys first (in :data:`ROUND_KEYS` order), then any
+    other keys in their own order; ``inserted`` as a list, ``composite_uses`` sorted by name."""
+    if not isinstance(record, Mapping):
+        raise ReportError(f"round record #{position} is a {type(record).__name__}, not a dict")
+    where = _where(position, record)
+    missing = [k for k in ROUND_KEYS if k not in record]
+    if missing:
+        raise ReportError(f"{where}: missing key(s) {missing}")
+    out: dict[str, Any] = {}
+    for key, kind in ROUND_KEYS.items():
+        v = record[key]
+        bad = None
+        if kind == "index":
+            if not (_is_int(v) and v >= 0):
+                bad = "an int >= 0"
+        elif kind == "outcome":
+            if v not in OUTCOMES:
+                bad = f"one of {list(OUTCOMES)}"
+        elif kind == "str":
+            if not isinstance(v, str):
+                bad = "a str"
+        elif kind == "count":
+            if not (_is_int(v) and v >= 0):
+                bad = "an int >= 0"
+        elif kind == "measure":
+            if v is not None and not _is_real(v):
+                bad = "a finite number or None"
+        elif kind == "names":
+            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not all(isinstance(n, str) for n in v):
+                bad = "a list of str"
+            else:
+                v = list(v)
+        elif kind == "uses":
+            if not isinstance(v, Mapping) or not all(isinstance(n, str) and _is_int(c) and c >= 0
+                                                     for n, c in v.items()):
+                bad = "a dict of str -> int >= 0"
+            else:
+                v = {n: v[n] for n in sorted(v)}
+        if bad is not None:
+            raise ReportError(f"{where}: key {key!r} must be {bad}, got {record[key]!r}")
+        out[key] = v
+    if out["library_size"] != out["primitives"] + out["composites"]:
+        raise ReportError(f"{where}: key 'library_size' is {out['library_size']}, but primitives + composites "
+                          f"= {out['primitives']} + {out['composites']}")
+    if (out["round"] == 0) != (out["outcome"] == "initial"):
+        raise ReportError(f"{where}: key 'outcome' is {out['outcome']!r}; round 0 and only round 0 is 'initial'")
+    for key, v in record.items():
+        if key not in out:
+            out[key] = v
+    return out
+
+
+def validate_rounds(rounds: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`validate_round` on each record, and round numbers strictly increasing."""
+    if isinstance(rounds, (str, bytes, Mapping)) or not isinstance(rounds, Iterable):
+        raise ReportError(f"rounds must be a list of round records, got {type(rounds).__name__}")
+    checked = [validate_round(r, i) for i, r in enumerate(rounds)]
+    for prev, cur in zip(checked, checked[1:]):
+        if cur["round"] <= prev["round"]:
+            raise ReportError(f"round {cur['round']}: key 'round' does not increase (it follows round {prev['round']})")
+    return checked
+
+
+def _number_or_none(name: str, v: Any) -> float | None:
+    if v is not None and not _is_real(v):
+        raise ReportError(f"{name} must be a finite number or None, got {v!r}")
+    return v
+
+
+def _json_ready(name: str, value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    try:
+        json.dumps(value, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as err:
+        raise ReportError(f"{name} is not JSON-ready: {err}") from None
+    return value
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def _final_state(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    for r in reversed(rounds):
+        if r["outcome"] != "reject":
+            return r
+    return None
+
+
+def library_summary(snapshot, primitive_names: Iterable[str] | None = None) -> dict[str, int]:
+    """``{"primitives", "composites", "max_depth", "size"}`` of a snapshot (plus ``"learned"``: tools
+    outside ``primitive_names``, when given)."""
+    names = snapshot.names()
+    composites = sum(1 for n in names if snapshot.children(n))
+    out = {"primitives": len(names) - composites, "composites": composites,
+           "max_depth": max((snapshot.depth(n) for n in names), default=0), "size": len(names)}
+    if primitive_names is not None:
+        out["learned"] = len(set(names) - set(primitive_names))
+    return out
+
+
+def build_report(rounds: Sequence[Mapping[str, Any]], *, sft_accuracy: float | None, final_accuracy: float | None,
+                 final_library, primitive_names: Iterable[str], wall_s: float,
+                 config: Any = None, baseline: Mapping[str, Any] | None = None, rods: Any = None,
+                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON-ready run report (key order fixed; see the module docstring for each decision).
+
+    ``rounds``: the per-round records (round 0 = after SFT). ``config``: a JSON-ready value or a
+    dataclass. ``baseline``: the frozen-library baseline, a dict with at least ``"accuracy"``.
+    ``rods``: the RODS results, as given. ``extra``: more top-level keys (no overwriting).
+    Raises :class:`ReportError` for any malformed input.
+    """
+    checked = validate_rounds(rounds)
+    if isinstance(primitive_names, (str, bytes)) or not isinstance(primitive_names, Iterable):
+        raise ReportError(f"primitive_names must be an iterable of str, got {type(primitive_names).__name__}")
+    primitive_names = list(primitive_names)
+    if not all(isinstance(n, str) for n in primitive_names):
+        raise ReportError("primitive_names must hold only str")
+    if not all(hasattr(final_library, a) for a in ("names", "children", "depth", "flat", "phi")):
+        raise ReportError(f"final_library must be a LibrarySnapshot, got {type(final_library).__name__}")
+    if not (_is_real(wall_s) and wall_s >= 0):
+        raise ReportError(f"wall_s must be a finite number >= 0, got {wall_s!r}")
+
+    rl = [r for r in checked if r["round"] >= 1]
+    first = next((r for r in checked if r["round"] == 1), None) or next((r for r in checked if r["round"] == 0), None)
+    final = _final_state(checked)
+    uses: dict[str, int] = {}
+    for r in checked:
+        for name, count in r["composite_uses"].items():
+            uses[name] = uses.get(name, 0) + count
+    composites = [
+        {"name": n, "depth": final_library.depth(n), "flat": final_library.flat(n), "phi": final_library.phi(n),
+         "children": list(final_library.children(n)), "uses": uses.get(n, 0)}
+        for n in sorted(final_library.names(), key=lambda n: (final_library.depth(n), n))
+        if final_library.children(n)]
+    report: dict[str, Any] = {
+        "rounds": len(rl),
+        "per_round": checked,
+        "library": library_summary(final_library, primitive_names),
+        "accuracy": {"sft": _number_or_none("sft_accuracy", sft_accuracy),
+                     "final": _number_or_none("final_accuracy", final_accuracy),
+                     "per_round": [r["val_accuracy"] for r in checked]},
+        "tool_calls_per_solved": {"first_round": first["tool_calls_per_solved"] if first else None,
+                                  "final": final["tool_calls_per_solved"] if final else None},
+        "composite_share": final["composite_share"] if final else None,
+        "retrieval_tokens_per_query": final["retrieval_tokens_per_query"] if final else None,
+        "accepted_rounds": sum(r["outcome"] in ACCEPTED for r in checked),
+        "rejected_rounds": sum(r["outcome"] == "reject" for r in checked),
+        "wall_s": wall_s,
+        "composites": composites,
+    }
+    if config is not None:
+        report["config"] = _json_ready("config", config)
+    if baseline is not None:
+        if not isinstance(baseline, Mapping) or "accuracy" not in baseline:
+            raise ReportError(f"baseline must be a dict with at least 'accuracy', got {baseline!r}")
+        _number_or_none("baseline['accuracy']", baseline["accuracy"])
+        report["baseline_frozen_library"] = _json_ready("baseline", dict(baseline))
+    if rods is not None:
+        report["rods"] = _json_ready("rods", rods)
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise ReportError(f"extra must be a dict, got {type(extra).__name__}")
+        clash = sorted(set(extra) & set(report))
+        if clash:
+            raise ReportError(f"extra would overwrite report key(s) {clash}")
+        for key, value in extra.items():
+            if not isinstance(key, str):
+                raise ReportError(f"extra key {key!r} is not a str")
+            report[key] = _json_ready(f"extra[{key!r}]", value)
+    _json_ready("the report", report)
+    return report
+
+
+def write_report(report: Mapping[str, Any], path: str | os.PathLike) -> pathlib.Path:
+    """Writes ``report`` as JSON (sorted keys, indent 2, strict: no NaN) to ``path`` atomically
+    (a temporary file in the same folder, then ``os.replace``); parents are created."""
+    path = pathlib.Path(path)
+    try:
+        text = json.dumps(report, sort_keys=True, indent=2, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as err:
+        raise ReportError(f"the report is not JSON-ready: {err}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+# -- retrieval cost -----------------------------------------------------------------------------
+
+def retrieval_tokens_per_query(snapshot, questions: Sequence[str], k: int = 8, *, answer_type: str = "float",
+                               counter: Any = None) -> float:
+    """Mean ``Retrieval.total_tokens`` (every LM-read stage plus the final cards) of the typed cascade
+    over ``questions``, on a :class:`~cocoda_jax.retrieval.RetrievalIndex` built here for ``snapshot``
+    (nothing is cached between calls). ``counter``: a :class:`~cocoda_jax.retrieval.TokenCounter`
+    (default: the cascade's own). Raises ``ValueError`` for no questions."""
+    from cocoda_jax.retrieval import CascadeConfig, RetrievalIndex, retrieve_query
+
+    questions = [questions] if isinstance(questions, str) else list(questions)
+    if not questions:
+        raise ValueError("retrieval_tokens_per_query needs at least one question")
+    index = RetrievalIndex.build(snapshot, counter)
+    config = CascadeConfig(k=k)
+    total = sum(retrieve_query(index, q, answer_type, config).total_tokens for q in questions)
+    return total / len(questions)
+
+
+# -- plots --------------------------------------------------------------------------------------
+
+_OUTCOME_STYLE = {  # marker, colour, label
+    "initial": ("D", "#636363", "initial (after SFT)"),
+    "accept": ("o", "#31a354", "accepted"),
+    "accept_planner": ("s", "#3182bd", "accepted (planner only)"),
+    "reject": ("X", "#de2d26", "rejected"),
+}
+
+
+def _points(rounds: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    pairs = [(r["round"], float(r[key])) for r in rounds if r[key] is not None]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def _new_axes(title: str, ylabel: str):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_xlabel("round")
+    ax.set_ylabel(ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _no_data(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"{what}: not measured", transform=ax.transAxes, ha="center", va="center", color="#888888")
+
+
+def _save(fig, path: pathlib.Path) -> pathlib.Path:
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    os.replace(tmp, path)
+    return path
+
+
+def _series_plot(rounds, key: str, title: str, ylabel: str, path: pathlib.Path) -> pathlib.Path:
+    fig, ax = _new_axes(title, ylabel)
+    xs, ys = _points(rounds, key)
+    if xs:
+        ax.plot(xs, ys, color="#3182bd", marker="o", markersize=4, linewidth=1.4)
+    else:
+        _no_data(ax, key)
+    return _save(fig, path)
+
+
+def _library_plot(rounds, path: pathlib.Path) -> pathlib.Path:
+    fig, ax = _new_axes("library size and depth", "tools")
+    if rounds:
+        xs = [r["round"] for r in rounds]
+        ax.plot(xs, [r["library_size"] for r in rounds], color="#3182bd", marker="o", markersize=4, label="size")
+        ax.plot(xs, [r["composites"] for r in rounds], color="#3182bd", linestyle="--", linewidth=1.0,
+                label="composites")
+        right = ax.twinx()
+        right.plot(xs, [r["max_depth"] for r in rounds], color="#e6550d", marker="^", markersize=4, label="max depth")
+        right.set_ylabel("max depth")
+        from matplotlib.ticker import MaxNLocator
+        right.yaxis.set_major_locator(MaxNLocator(integer=True))
+        right.set_ylim(bottom=0)
+        handles = ax.get_legend_handles_labels()
+        more = right.get_legend_handles_labels()
+        ax.legend(handles[0] + more[0], handles[1] + more[1], fontsize=8, loc="upper left")
+    else:
+        _no_data(ax, "library")
+    return _save(fig, path)
+
+
+def _accuracy_plot(rounds, path: pathlib.Path) -> pathlib.Path:
+    fig, ax = _new_axes("validation accuracy per round", "accuracy")
+    xs, ys = _points(rounds, "val_accuracy")
+    if xs:
+        ax.plot(xs, ys, color="#969696", linewidth=1.0, zorder=1)
+        for outcome, (marker, color, label) in _OUTCOME_STYLE.items():
+            pts = [(r["round"], r["val_accuracy"]) for r in rounds
+                   if r["outcome"] == outcome and r["val_accuracy"] is not None]
+            if pts:
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, s=40,
+                           label=label, zorder=2)
+        txs, tys = _points(rounds, "train_accuracy")
+        if txs:
+            ax.plot(txs, tys, color="#756bb1", linestyle=":", linewidth=1.0, marker=".", markersize=6,
+                    label="train accuracy")
+        ax.legend(fontsize=8)
+    else:
+        _no_data(ax, "val_accuracy")
+    return _save(fig, path)
+
+
+def plot_coevolution(rounds: Sequence[Mapping[str, Any]], outdir: str | os.PathLike) -> list[pathlib.Path]:
+    """Writes the five PNGs of :data:`PLOT_NAMES` into ``outdir`` (created) and returns their paths in
+    that order. ``None`` values are left out of a series; a series with no value shows a note.
+    Raises :class:`ReportError` for malformed records."""
+    checked = validate_rounds(rounds)
+    outdir = pathlib.Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    library, accuracy, calls, share, tokens = (outdir / n for n in PLOT_NAMES)
+    return [
+        _library_plot(checked, library),
+        _accuracy_plot(checked, accuracy),
+        _series_plot(checked, "tool_calls_per_solved", "tool calls per solved task", "tool calls", calls),
+        _series_plot(checked, "composite_share", "share of tool calls that are composites", "composite share", share),
+        _series_plot(checked, "retrieval_tokens_per_query", "retrieval tokens shown to the LM per query", "tokens",
+                     tokens),
+    ]
+
+
+# -- the learned DAG ----------------------------------------------------------------------------
+
+#: Above this many primitives that no composite calls, those primitives are left out of the drawing.
+MAX_UNUSED_PRIMITIVES_SHOWN = 12
+
+_DRAW_FORMATS = {".png": "png", ".svg": "svg"}
+
+
+def draw_library(snapshot, path: str | os.PathLike, *, primitive_names: Iterable[str] | None = None) -> str:
+    """Draws the whole library DAG to ``path`` (``.png`` or ``.svg``) and returns the path.
+
+    Tools are layered by depth (primitives at the bottom, deeper composites higher); an edge goes
+    from a child up to the composite that calls it (wider for several call sites). Colours: the
+    starting primitives (``primitive_names``; default every tool without children), other learned
+    tools without children, composites. When more than :data:`MAX_UNUSED_PRIMITIVES_SHOWN` tools
+    without children are called by no composite, they are left out (the title says how many), unless
+    nothing else would be left to draw.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    import networkx as nx
+
+    from cocoda_jax.library.draw import to_networkx
+
+    path = pathlib.Path(path)
+    fmt = _DRAW_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"draw_library writes .png or .svg, not {str(path)!r}")
+    calls = to_networkx(snapshot)
+    graph = calls.reverse(copy=True)  # child -> parent
+    atomic = [n for n in graph if not graph.nodes[n]["composite"]]
+    starting = set(atomic) if primitive_names is None else set(primitive_names)
+    unused = [n for n in atomic if graph.out_degree(n) == 0]
+    omitted = len(unused) if len(unused) > MAX_UNUSED_PRIMITIVES_SHOWN and len(unused) < len(graph) else 0
+    if omitted:
+        graph.remove_nodes_from(unused)
+    composites = sum(1 for n in calls if calls.nodes[n]["composite"])
+    title = (f"library: {len(calls)} tools ({len(calls) - composites} primitives, {composites} composites), "
+             f"max depth {max((calls.nodes[n]['depth'] for n in calls), default=0)}")
+    if omitted:
+        title += f"; {omitted} tools called by no composite not shown"
+
+    layers: dict[int, int] = {}
+    for n in graph:
+        graph.nodes[n]["layer"] = graph.nodes[n]["depth"]
+        layers[graph.nodes[n]["depth"]] = layers.get(graph.nodes[n]["depth"], 0) + 1
+    widest = max(layers.values(), default=1)
+    n_nodes = max(len(graph), 1)
+    width = min(60.0, max(6.0, 1.3 * widest))
+    height = min(40.0, max(3.0, 1.6 * len(layers) + 1.0))
+    node_size = 1400 if n_nodes <= 40 else (700 if n_nodes <= 150 else 250)
+    font_size = 7 if n_nodes <= 40 else (5 if n_nodes <= 150 else 3)
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=10)
+    if len(graph):
+        pos = nx.multipartite_layout(graph, subset_key="layer", align="horizontal")  # layer 0 at the bottom
+        colors = ["#9ecae1" if graph.nodes[n]["composite"] else ("#c7e9c0" if n in starting else "#fdd0a2")
+                  for n in graph]
+        nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=node_size, edgecolors="#444444",
+                               linewidths=0.6)
+        widths = [0.8 * d["multiplicity"] for _, _, d in graph.edges(data=True)]
+        nx.draw_networkx_edges(graph, pos, ax=ax, arrows=True, arrowsize=10, node_size=node_size, width=widths,
+                               edge_color="#555555")
+        labels = {n: (f"{n}\nd={graph.nodes[n]['depth']} Φ={graph.nodes[n]['phi']}" if graph.nodes[n]["composite"]
+                      else n) for n in graph}
+        nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=font_size)
+        ax.margins(0.08)
+    else:
+        ax.text(0.5, 0.5, "empty library", transform=ax.transAxes, ha="center", va="center")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format=fmt, bbox_inches="tight")
+    os.replace(tmp, path)
+    return str(path)
+
+
+__all__ = [
+    "ACCEPTED", "MAX_UNUSED_PRIMITIVES_SHOWN", "OUTCOMES", "PLOT_NAMES", "ROUND_KEYS", "ReportError", "build_report",
+    "draw_library", "library_summary", "plot_coevolution", "retrieval_tokens_per_query", "validate_round",
+    "validate_rounds", "write_report",
+]
