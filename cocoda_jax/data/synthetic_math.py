@@ -785,13 +785,21 @@ def _finish(seed, split, index, b: _Builder, names, question, chain, out) -> Mat
     )
 
 
-def generate(n: int, seed: int = 0, split: str = "train", *, start: int = 0) -> list[MathTask]:
-    """``n`` tasks of ``split``: task ``i`` is :func:`make_task` ``(seed, split, start + i)``."""
+def generate(n: int, seed: int = 0, split: str = "train", *, start: int = 0,
+             max_depth: int | None = None) -> list[MathTask]:
+    """``n`` tasks of ``split``: task ``i`` is :func:`make_task` ``(seed, split, start + i)``.
+
+    ``max_depth`` (a smaller curriculum, e.g. for the CPU planner): task ``i`` instead has depth
+    ``1 + (start + i) % max_depth``, so every depth up to it is equally frequent."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    return [make_task(seed, split, start + i) for i in range(n)]
+    if max_depth is None:
+        return [make_task(seed, split, start + i) for i in range(n)]
+    if not 1 <= max_depth <= MAX_DEPTH:
+        raise ValueError(f"max_depth must be in 1..{MAX_DEPTH}, got {max_depth}")
+    return [make_task(seed, split, start + i, depth=1 + (start + i) % max_depth) for i in range(n)]
 
 
 def motif_recurrence(tasks: Sequence[MathTask]) -> dict[str, int]:

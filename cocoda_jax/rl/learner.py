@@ -122,6 +122,14 @@ class Learner:
         with self._ctx():
             return self._copy(self._initial)
 
+    def state_from_params(self, params: nnx.State) -> TrainState:
+        """A step-0 state around existing params (e.g. GRPO starting from the SFT planner, with this
+        learner's own optimizer): the params are copied onto this learner's shardings."""
+        with self._ctx():
+            params = jax.device_put(params, self._state_shardings.params)
+            fresh = TrainState(params=params, opt_state=self.optimizer.init(params), step=jnp.zeros((), jnp.int32))
+            return self._copy(jax.device_put(fresh, self._state_shardings))
+
     def model(self, state: TrainState) -> nnx.Module:
         """The planner with ``state``'s params (for the sampler or evaluation)."""
         return nnx.merge(self.graphdef, state.params)

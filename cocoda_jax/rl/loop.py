@@ -1,0 +1,278 @@
+"""The learner's outer loop as functions: SFT on demonstrations, GRPO iterations, evaluation.
+
+Each function takes the learner, a :class:`~cocoda_jax.rl.learner.TrainState` and plain values,
+and returns new ones; nothing here keeps state between calls, so a launcher can checkpoint between
+any two calls and a resumed run repeats exactly what the uninterrupted run would have done. All
+randomness comes from ``seed`` and the step or iteration number:
+
+* SFT step ``s`` draws its batch with ``numpy.random.default_rng([seed, s])``;
+* GRPO iteration ``i`` samples with ``fold_in(key(seed), i)`` (per turn folded again by the policy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from cocoda_jax.models.sampler import SamplingParams
+from cocoda_jax.rl import grpo as G
+from cocoda_jax.rl import rewards as R
+from cocoda_jax.rl import trajectory as T
+from cocoda_jax.rl.learner import Learner, TrainState
+from cocoda_jax.rl.rollout import Tokenizer, TokenRecord, bucket_length, grpo_batch, sample_rollouts
+
+
+# ------------------------------------------------------------------------------------------------
+# Prompt cards and rollout settings
+# ------------------------------------------------------------------------------------------------
+
+
+def signature_card(tool: Any) -> str:
+    """``name(params) -> result``: the L1 signature alone."""
+    return f"{tool.name}{tool.signature}"
+
+
+def name_card(tool: Any) -> str:
+    """``name(p1, p2)``: the shortest card (what a tiny CPU planner can afford to read)."""
+    return f"{tool.name}({', '.join(p.name for p in tool.signature.params)})"
+
+
+def bare_card(tool: Any) -> str:
+    """The tool's name alone: the planner learns arities from demonstrations (a tiny planner's
+    context cannot afford more; the retrieval cascade is what keeps real prompts short)."""
+    return tool.name
+
+
+CARD_STYLES: dict[str, Callable[[Any], str]] = {"compact": T.compact_card, "signature": signature_card,
+                                                "name": name_card, "bare": bare_card}
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are played: turn limit, token budget, sampling, prompt cards, sandbox timeout.
+    ``length_multiple`` buckets batch lengths (fewer compilations)."""
+
+    max_steps: int = 8
+    max_len: int = 384
+    max_new_tokens: int = 24
+    temperature: float = 1.0
+    top_k: int = 0
+    card_style: str = "name"
+    timeout_s: float = 10.0
+    length_multiple: int = 64
+
+    def __post_init__(self) -> None:
+        if self.card_style not in CARD_STYLES:
+            raise ValueError(f"card_style must be one of {sorted(CARD_STYLES)}, got {self.card_style!r}")
+        for name in ("max_steps", "max_len", "max_new_tokens", "length_multiple"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+    def sampling(self, greedy: bool = False) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,
+                              greedy=greedy)
+
+
+def cards_for(snapshot: Any, style: str) -> tuple[str, ...]:
+    """The prompt's tool cards: the whole library in topological order, rendered in ``style``."""
+    return T.tool_cards(snapshot, card_fn=CARD_STYLES[style])
+
+
+# ------------------------------------------------------------------------------------------------
+# SFT
+# ------------------------------------------------------------------------------------------------
+
+
+def gold_segments(tasks: Sequence[Any], snapshot: Any, rc: RolloutConfig) -> list[tuple[T.Segment, ...]]:
+    """Each task's gold program in the action format, observations from its recorded values."""
+    cards = cards_for(snapshot, rc.card_style)
+    return [T.demonstration_segments(t, cards) for t in tasks]
+
+
+def demonstration_records(segments: Sequence[Sequence[T.Segment]], tokenizer: Tokenizer, rc: RolloutConfig
+                          ) -> list[T.TokenizedEpisode]:
+    """Demonstrations (gold :func:`gold_segments`, or played trajectories' ``segments()``, e.g.
+    refactored programs that call composites) tokenized segment by segment with the loss on the
+    actions only; one longer than ``max_len`` is dropped (never cut: a cut demonstration teaches a
+    cut program)."""
+    out = []
+    for segs in segments:
+        ep = T.tokenize_segments(segs, tokenizer.encode)
+        if len(ep) <= rc.max_len:
+            out.append(ep)
+    return out
+
+
+def sft_batch(episodes: Sequence[T.TokenizedEpisode], batch_size: int, step: int, seed: int, rc: RolloutConfig,
+              pad_id: int) -> dict[str, np.ndarray]:
+    """The batch of SFT step ``step``: ``batch_size`` demonstrations drawn without replacement by
+    ``default_rng([seed, step])`` (with replacement when there are fewer), right-padded."""
+    if not episodes:
+        raise ValueError("no demonstrations to train on")
+    rng = np.random.default_rng([seed, step])
+    idx = rng.choice(len(episodes), batch_size, replace=len(episodes) < batch_size)
+    chosen = [episodes[i] for i in idx]
+    length = bucket_length(max(len(e) for e in chosen), rc.length_multiple, rc.max_len)
+    tokens, mask, valid = T.pad_episodes(chosen, length, pad_id)
+    return {"tokens": tokens, "loss_mask": mask, "valid": valid}
+
+
+def sft_phase(learner: Learner, state: TrainState, episodes: Sequence[T.TokenizedEpisode], *, steps: int,
+              batch_size: int, seed: int, rc: RolloutConfig, pad_id: int,
+              on_step: Callable[[int, TrainState, dict], None] | None = None) -> TrainState:
+    """SFT steps from ``state.step`` up to ``steps``; ``on_step(step, state, metrics)`` after each
+    (metrics on the host) for logging and checkpoints."""
+    for step in range(int(state.step), steps):
+        state, metrics = learner.sft_step(state, sft_batch(episodes, batch_size, step, seed, rc, pad_id))
+        if on_step is not None:
+            on_step(step + 1, state, {k: float(v) for k, v in jax.device_get(metrics).items()})
+    return state
+
+
+# ------------------------------------------------------------------------------------------------
+# Evaluation
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Greedy rollouts on a split: accuracy (share with ``R_res == 1``), mean reward, tool calls per
+    solved task, the share of composite calls, and every tool a correct trajectory used."""
+
+    accuracy: float
+    reward_mean: float
+    calls_per_solved: float | None
+    composite_share: float
+    used_tools: frozenset[str]
+    composite_uses: dict[str, int]
+    trajectories: tuple[T.Trajectory, ...]
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}/accuracy": self.accuracy, f"{prefix}/reward_mean": self.reward_mean,
+               f"{prefix}/composite_share": self.composite_share}
+        if self.calls_per_solved is not None:
+            out[f"{prefix}/calls_per_solved"] = self.calls_per_solved
+        return out
+
+
+def evaluate(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any, sandbox: Any,
+             rc: RolloutConfig, *, reward_config: R.RewardConfig = R.RewardConfig(), seed: int = 0,
+             batch_size: int = 64) -> Evaluation:
+    """Greedy decoding (the key only matters for ties), in batches of ``batch_size`` tasks."""
+    trajectories: list[T.Trajectory] = []
+    cards = cards_for(snapshot, rc.card_style)
+    for start in range(0, len(tasks), batch_size):
+        part = tasks[start:start + batch_size]
+        trajs, _ = sample_rollouts(model, tokenizer, part, snapshot, sandbox, sampling=rc.sampling(greedy=True),
+                                   key=jax.random.fold_in(jax.random.key(seed), start), max_steps=rc.max_steps,
+                                   max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s)
+        trajectories += trajs
+    return summarize(trajectories, snapshot, reward_config)
+
+
+def summarize(trajectories: Sequence[T.Trajectory], snapshot: Any,
+              reward_config: R.RewardConfig = R.RewardConfig()) -> Evaluation:
+    n = max(len(trajectories), 1)
+    solved = [t for t in trajectories if t.correct]
+    calls = [c for t in trajectories for c in t.calls]
+    composite_calls = [c for c in calls if snapshot.phi(c) >= 1]
+    uses: dict[str, int] = {}
+    for c in composite_calls:
+        uses[c] = uses.get(c, 0) + 1
+    return Evaluation(
+        accuracy=len(solved) / n,
+        reward_mean=sum(R.reward(t, snapshot, reward_config).total for t in trajectories) / n,
+        calls_per_solved=(sum(len(t.calls) for t in solved) / len(solved)) if solved else None,
+        composite_share=len(composite_calls) / len(calls) if calls else 0.0,
+        used_tools=frozenset(c for t in solved for c in t.calls),
+        composite_uses=dict(sorted(uses.items())),
+        trajectories=tuple(trajectories))
+
+
+# ------------------------------------------------------------------------------------------------
+# GRPO
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Iteration:
+    """One GRPO iteration's rollouts: G per task, contiguous; their rewards and token records."""
+
+    trajectories: tuple[T.Trajectory, ...]
+    records: tuple[TokenRecord, ...]
+    breakdowns: tuple[R.RewardBreakdown, ...]
+    group_size: int
+
+    def group_rewards(self, key: Callable[[T.Trajectory, R.RewardBreakdown], float]
+                      ) -> list[tuple[str, tuple[float, ...]]]:
+        """Per group (task id, the G values of ``key``): what a RODS tracker observes."""
+        out = []
+        for g in range(0, len(self.trajectories), self.group_size):
+            trajs = self.trajectories[g:g + self.group_size]
+            out.append((trajs[0].task_id, tuple(key(t, b) for t, b in
+                                                zip(trajs, self.breakdowns[g:g + self.group_size]))))
+        return out
+
+
+def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any,
+                   sandbox: Any, *, group_size: int, rc: RolloutConfig, key: jax.Array,
+                   reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
+                   mask_uniform_groups: bool = True) -> tuple[TrainState, dict[str, float], Iteration]:
+    """Samples ``group_size`` rollouts per task with the current planner, scores them with the
+    configured reward, and takes one GRPO step on the sampled tokens.
+
+    ``mask_uniform_groups``: a group whose rewards are all equal has zero advantages; its tokens
+    are left out of the loss (DAPO's dynamic sampling, without re-sampling: the batch shape stays
+    fixed, so nothing recompiles) instead of diluting the token mean and still paying KL.
+    """
+    grpo_cfg = learner.config.grpo
+    if grpo_cfg.beta > 0 and ref_params is None:
+        raise ValueError("beta > 0 needs the reference params (ref_params)")
+    expanded = [t for t in tasks for _ in range(group_size)]
+    t0 = time.perf_counter()
+    trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
+                                     sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
+                                     cards=cards_for(snapshot, rc.card_style), timeout_s=rc.timeout_s)
+    rollout_s = time.perf_counter() - t0
+    breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
+    totals = np.asarray([b.total for b in breakdowns], np.float32)
+    advantages = np.asarray(G.group_advantages(totals, group_size, grpo_cfg))
+    length = bucket_length(max(len(r) for r in records), rc.length_multiple, rc.max_len)
+    batch = grpo_batch(records, advantages, length, tokenizer.pad_id)
+    grouped = totals.reshape(-1, group_size)
+    uniform = np.repeat(grouped.std(axis=1) == 0, group_size)
+    if mask_uniform_groups:
+        batch["loss_mask"][uniform] = 0.0
+    if grpo_cfg.beta > 0:
+        batch["ref_logp"] = np.asarray(learner.log_probs(ref_params, batch["tokens"], batch["valid"]))
+    t1 = time.perf_counter()
+    state, step_metrics = learner.grpo_step(state, batch)
+    step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
+    update_s = time.perf_counter() - t1
+    sampled = int(sum(sum(r.loss_mask) for r in records))
+    metrics = {**R.rollout_metrics(breakdowns), **{f"grpo/{k}": v for k, v in step_metrics.items()},
+               "accuracy": float(np.mean([t.correct for t in trajs])),
+               "uniform_group_share": float(uniform.mean()),
+               "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
+               "train_tokens_per_s": float(batch["valid"].sum()) / max(update_s, 1e-9),
+               "rollout_s": rollout_s, "update_s": update_s}
+    return state, metrics, Iteration(tuple(trajs), tuple(records), tuple(breakdowns), group_size)
+
+
+def iteration_key(seed: int, iteration: int) -> jax.Array:
+    """The sampling key of GRPO iteration ``iteration`` (a pure function of the run's seed)."""
+    return jax.random.fold_in(jax.random.key(seed), iteration)
+
+
+__all__ = [
+    "CARD_STYLES", "Evaluation", "bare_card", "Iteration", "RolloutConfig", "cards_for", "demonstration_records", "evaluate",
+    "gold_segments",
+    "grpo_iteration", "iteration_key", "name_card", "sft_batch", "sft_phase", "signature_card", "summarize",
+]

@@ -1,0 +1,207 @@
+"""Token-level rollouts: the KV-cache sampler plays the planner inside the text-level episode loop.
+
+:func:`~cocoda_jax.rl.trajectory.run_episodes` knows nothing about tokens; :class:`SamplerPolicy`
+plugs the :class:`~cocoda_jax.models.Sampler` into it (``with_rows=True``) and records, per row,
+exactly the token sequence the model saw: the prompt, then per turn the sampled action tokens (with
+the sampler's fp32 log-probs) and the observation tokens it was fed. That record — not a
+re-tokenisation of the text — is what GRPO trains on, so the loss mask and the old log-probs line up
+with the sampled tokens by construction.
+
+A turn ends at the newline token (the action format is one step per line). Observations are
+appended with :meth:`Sampler.continue_generation` (the prefix is never recomputed). A row whose
+conversation would pass ``max_len`` tokens stops generating (its later turns are empty, i.e.
+malformed steps); its record is never longer than ``max_len``.
+
+Randomness: the key of turn ``t`` is ``fold_in(key, t)``, so a rollout batch is a pure function of
+(params, tasks, library, key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from cocoda_jax.models.sampler import Sampler, SamplingParams
+from cocoda_jax.rl import trajectory as T
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """What the policy returns for one row and turn (kept as ``StepRecord.generation``)."""
+
+    text: str
+    tokens: tuple[int, ...]
+    log_probs: tuple[float, ...]
+    stop: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenRecord:
+    """The exact token sequence of one rollout: ``ids``; ``loss_mask`` 1 on sampled tokens;
+    ``old_logp`` the sampler's log-prob of each sampled token (0 elsewhere)."""
+
+    ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    old_logp: tuple[float, ...]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class Tokenizer:
+    """The two functions rollouts need from an HF tokenizer: ``encode`` without special tokens and
+    ``decode``; plus the newline id that ends a turn and the padding id."""
+
+    def __init__(self, hf_tokenizer: Any):
+        self.hf = hf_tokenizer
+        newline = self.encode("\n")
+        if len(newline) != 1:
+            raise ValueError(f"the tokenizer must encode a newline as one token, got {newline}")
+        self.newline_id = newline[0]
+        pad = getattr(hf_tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad) if pad is not None else 0
+
+    def encode(self, text: str) -> list[int]:
+        return [int(i) for i in self.hf.encode(text, add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.hf)
+
+
+class SamplerPolicy:
+    """A batch policy for ``run_episodes(..., with_rows=True)`` backed by a :class:`Sampler`.
+
+    One instance serves one call of ``run_episodes`` (it holds the batch's KV cache); afterwards
+    :meth:`records` gives each row's :class:`TokenRecord`.
+    """
+
+    def __init__(self, sampler: Sampler, tokenizer: Tokenizer, params: SamplingParams, key: jax.Array, *,
+                 max_len: int):
+        if params.stop_tokens and tokenizer.newline_id not in params.stop_tokens:
+            raise ValueError("the newline token must be among the stop tokens (a turn is one line)")
+        self.sampler = sampler
+        self.tok = tokenizer
+        self.params = dataclasses.replace(params, stop_tokens=tuple(params.stop_tokens) or (tokenizer.newline_id,))
+        self.key = key
+        self.max_len = int(max_len)
+        self._state = None
+        self._turn = 0
+        self._segments: list[list[tuple[tuple[int, ...], int, tuple[float, ...]]]] = []
+        self._ended_with_newline: list[bool] = []
+        self._exhausted: list[bool] = []
+
+    def __call__(self, contexts: Sequence[str], rows: Sequence[int]) -> list[Generation]:
+        key = jax.random.fold_in(self.key, self._turn)
+        if self._state is None:
+            prompts = [self.tok.encode(c) for c in contexts]
+            too_long = [i for i, p in enumerate(prompts) if len(p) + self.params.max_new_tokens > self.max_len]
+            if too_long:
+                raise ValueError(f"prompt of {len(prompts[too_long[0]])} tokens leaves no room for a step "
+                                 f"within max_len={self.max_len} (row {too_long[0]})")
+            self._segments = [[(tuple(p), 0, (0.0,) * len(p))] for p in prompts]
+            self._ended_with_newline = [True] * len(prompts)
+            self._exhausted = [False] * len(prompts)
+            out = self.sampler.generate(prompts, self.params, key)
+        else:
+            n = len(self._segments)
+            obs: list[list[int]] = [[] for _ in range(n)]
+            for ctx, row in zip(contexts, rows):
+                text = _last_line(ctx)
+                if not self._ended_with_newline[row]:
+                    text = "\n" + text
+                ids = self.tok.encode(text)
+                if self._length(row) + len(ids) + self.params.max_new_tokens > self.max_len:
+                    self._exhausted[row] = True
+                if not self._exhausted[row]:
+                    obs[row] = ids
+                    self._segments[row].append((tuple(ids), 0, (0.0,) * len(ids)))
+            if not any(obs):  # every live row is out of room: nothing to sample
+                self._turn += 1
+                return [Generation("", (), (), "max_len") for _ in rows]
+            out = self.sampler.continue_generation(self._state, obs, self.params, key)
+        self._state = out.state
+        self._turn += 1
+        gens = []
+        for row in rows:
+            if self._exhausted[row]:
+                gens.append(Generation("", (), (), "max_len"))
+                continue
+            toks = tuple(int(t) for t in out.tokens[row])
+            lps = tuple(float(x) for x in out.log_probs[row])
+            self._segments[row].append((toks, 1, lps))
+            self._ended_with_newline[row] = bool(toks) and toks[-1] == self.tok.newline_id
+            gens.append(Generation(self.tok.decode(toks), toks, lps, out.stop_reasons[row]))
+        return gens
+
+    def _length(self, row: int) -> int:
+        return sum(len(s[0]) for s in self._segments[row])
+
+    def records(self) -> list[TokenRecord]:
+        out = []
+        for segs in self._segments:
+            ids = [i for s in segs for i in s[0]]
+            mask = [s[1] for s in segs for _ in s[0]]
+            lps = [x for s in segs for x in s[2]]
+            out.append(TokenRecord(tuple(ids[:self.max_len]), tuple(mask[:self.max_len]), tuple(lps[:self.max_len])))
+        return out
+
+
+def _last_line(context: str) -> str:
+    """The observation the episode loop appended last (the context ends with it and a newline)."""
+    body = context[:-1] if context.endswith("\n") else context
+    return body.rsplit("\n", 1)[-1] + "\n"
+
+
+def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any, sandbox: Any, *,
+                    sampling: SamplingParams, key: jax.Array, max_steps: int, max_len: int,
+                    cards: Sequence[str] | None = None, timeout_s: float | None = None,
+                    verify: Callable[[Any, Any], float] = T.default_verify
+                    ) -> tuple[list[T.Trajectory], list[TokenRecord]]:
+    """One rollout per entry of ``tasks`` (repeat a task G times for a GRPO group) with ``model``;
+    returns the text-level trajectories and the token records, aligned."""
+    sampler = Sampler(model, cache_size=2 * max_len, pad_id=tokenizer.pad_id, tokenizer=tokenizer.decode)
+    policy = SamplerPolicy(sampler, tokenizer, sampling, key, max_len=max_len)
+    trajectories = T.run_episodes(policy, tasks, snapshot, sandbox, max_steps, cards=cards, timeout_s=timeout_s,
+                                  verify=verify, with_rows=True)
+    return trajectories, policy.records()
+
+
+def bucket_length(n: int, multiple: int, maximum: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (capped at ``maximum``): few distinct batch
+    shapes, so the jitted steps compile a handful of times per run."""
+    return min(maximum, -(-max(n, 1) // multiple) * multiple)
+
+
+def grpo_batch(records: Sequence[TokenRecord], advantages: Sequence[float], length: int, pad_id: int = 0
+               ) -> dict[str, np.ndarray]:
+    """Right-padded learner columns: ``tokens``, ``loss_mask``, ``valid``, ``old_logp`` ``[B, length]``
+    and ``advantages`` ``[B]`` (position ``t`` scores ``tokens[t]``, as the learner expects)."""
+    if len(records) != len(advantages):
+        raise ValueError(f"{len(records)} records but {len(advantages)} advantages")
+    b = len(records)
+    tokens = np.full((b, length), pad_id, np.int32)
+    mask = np.zeros((b, length), np.float32)
+    valid = np.zeros((b, length), bool)
+    old = np.zeros((b, length), np.float32)
+    for i, r in enumerate(records):
+        if len(r) > length:
+            raise ValueError(f"record {i} has {len(r)} tokens, more than length={length}")
+        n = len(r)
+        tokens[i, :n] = r.ids
+        mask[i, :n] = r.loss_mask
+        valid[i, :n] = True
+        old[i, :n] = r.old_logp
+    return {"tokens": tokens, "loss_mask": mask, "valid": valid, "old_logp": old,
+            "advantages": np.asarray(advantages, np.float32)}
+
+
+__all__ = ["Generation", "SamplerPolicy", "TokenRecord", "Tokenizer", "bucket_length", "grpo_batch",
+           "sample_rollouts"]

@@ -1,0 +1,126 @@
+"""Token-level rollouts with the real KV-cache sampler inside the real episode loop: the record is
+exactly what the model saw, its mask marks exactly the sampled tokens, the sampler's log-probs
+match the trainer's, and a fixed key gives the same rollouts."""
+
+import jax
+import numpy as np
+import pytest
+
+from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.models import create_model, train_bpe_tokenizer
+from cocoda_jax.models.config import tiny
+from cocoda_jax.rl import loop as L
+from cocoda_jax.rl import trajectory as T
+from cocoda_jax.rl.learner import Learner, LearnerConfig
+from cocoda_jax.rl.rollout import SamplerPolicy, Tokenizer, bucket_length, grpo_batch, sample_rollouts
+
+pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
+
+RC = L.RolloutConfig(max_steps=3, max_len=256, max_new_tokens=12, temperature=1.0, card_style="bare")
+
+
+@pytest.fixture(scope="module")
+def setup(math_library):
+    tasks = sm.generate(40, seed=3, split="train", max_depth=1)
+    segments = L.gold_segments(tasks, math_library, RC)
+    tok = Tokenizer(train_bpe_tokenizer([T.segments_text(s) for s in segments], 512))
+    model = create_model(tiny(tok.vocab_size), seed=1)
+    return tasks, tok, model
+
+
+def test_records_are_what_the_model_saw(setup, math_library, sandbox):
+    tasks, tok, model = setup
+    group = [tasks[0]] * 3 + [tasks[1]] * 3
+    trajs, records = sample_rollouts(model, tok, group, math_library, sandbox, sampling=RC.sampling(),
+                                     key=jax.random.key(0), max_steps=RC.max_steps, max_len=RC.max_len,
+                                     cards=L.cards_for(math_library, RC.card_style))
+    assert len(trajs) == len(records) == 6
+    for traj, rec in zip(trajs, records):
+        assert len(rec) <= RC.max_len
+        assert len(rec.ids) == len(rec.loss_mask) == len(rec.old_logp)
+        prompt = tok.encode(traj.prompt)
+        assert list(rec.ids[:len(prompt)]) == prompt and not any(rec.loss_mask[:len(prompt)])
+        sampled = [t for s in traj.steps for t in s.generation.tokens]
+        assert [i for i, m in zip(rec.ids, rec.loss_mask) if m] == sampled[:sum(rec.loss_mask)]
+        for s in traj.steps:  # the step text the checker saw comes from the sampled tokens
+            assert s.raw == tok.decode(s.generation.tokens)
+            assert len(s.generation.tokens) <= RC.max_new_tokens
+        assert all(lp == 0.0 for lp, m in zip(rec.old_logp, rec.loss_mask) if not m)
+        assert all(lp <= 0.0 for lp in rec.old_logp)
+
+
+def test_sampler_log_probs_match_the_trainer(setup, math_library, sandbox):
+    tasks, tok, model = setup
+    trajs, records = sample_rollouts(model, tok, tasks[:4], math_library, sandbox, sampling=RC.sampling(),
+                                     key=jax.random.key(1), max_steps=2, max_len=RC.max_len,
+                                     cards=L.cards_for(math_library, RC.card_style))
+    length = bucket_length(max(len(r) for r in records), 64, RC.max_len)
+    batch = grpo_batch(records, np.zeros(len(records)), length, tok.pad_id)
+    learner = Learner(model, LearnerConfig())
+    trainer = np.asarray(learner.log_probs(learner.init_state().params, batch["tokens"], batch["valid"]))
+    mask = batch["loss_mask"] > 0
+    assert mask.sum() > 10
+    np.testing.assert_allclose(trainer[mask], batch["old_logp"][mask], atol=2e-4)
+
+
+def test_same_key_same_rollouts_and_new_key_differs(setup, math_library, sandbox):
+    tasks, tok, model = setup
+
+    def go(seed):
+        _, recs = sample_rollouts(model, tok, tasks[:3], math_library, sandbox, sampling=RC.sampling(),
+                                  key=jax.random.key(seed), max_steps=2, max_len=RC.max_len,
+                                  cards=L.cards_for(math_library, RC.card_style))
+        return [r.ids for r in recs]
+
+    assert go(5) == go(5)
+    assert go(5) != go(6)
+
+
+def test_observations_follow_each_step_unsampled(setup, math_library, sandbox):
+    """Each observation the episode loop rendered is in the record, masked, right after its step."""
+    tasks, tok, model = setup
+    trajs, records = sample_rollouts(model, tok, tasks[:2], math_library, sandbox, sampling=RC.sampling(),
+                                     key=jax.random.key(2), max_steps=3, max_len=RC.max_len,
+                                     cards=L.cards_for(math_library, RC.card_style))
+    for traj, rec in zip(trajs, records):
+        pos = len(tok.encode(traj.prompt))
+        for s in traj.steps[:-1]:
+            pos += len(s.generation.tokens)
+            obs = s.observation + "\n"
+            if not s.generation.tokens or s.generation.tokens[-1] != tok.newline_id:
+                obs = "\n" + obs
+            ids = tok.encode(obs)
+            if pos + len(ids) > len(rec):
+                break
+            assert list(rec.ids[pos:pos + len(ids)]) == ids
+            assert not any(rec.loss_mask[pos:pos + len(ids)])
+            pos += len(ids)
+
+
+def test_a_prompt_too_long_for_max_len_is_refused(setup, math_library, sandbox):
+    tasks, tok, model = setup
+    with pytest.raises(ValueError, match="no room"):
+        sample_rollouts(model, tok, tasks[:1], math_library, sandbox, sampling=RC.sampling(), key=jax.random.key(0),
+                        max_steps=2, max_len=40, cards=L.cards_for(math_library, RC.card_style))
+
+
+def test_the_newline_must_stop_a_turn(setup):
+    _, tok, model = setup
+    from cocoda_jax.models import Sampler, SamplingParams
+    with pytest.raises(ValueError, match="newline"):
+        SamplerPolicy(Sampler(model, cache_size=64), tok, SamplingParams(stop_tokens=(tok.newline_id + 1,)),
+                      jax.random.key(0), max_len=32)
+
+
+def test_grpo_batch_places_columns_and_refuses_long_records():
+    from cocoda_jax.rl.rollout import TokenRecord
+    recs = [TokenRecord((1, 2, 3), (0, 1, 1), (0.0, -0.5, -0.25)), TokenRecord((4, 5), (0, 1), (0.0, -1.0))]
+    b = grpo_batch(recs, [1.0, -1.0], 4, pad_id=9)
+    np.testing.assert_array_equal(b["tokens"], [[1, 2, 3, 9], [4, 5, 9, 9]])
+    np.testing.assert_array_equal(b["loss_mask"], [[0, 1, 1, 0], [0, 1, 0, 0]])
+    np.testing.assert_array_equal(b["valid"], [[1, 1, 1, 0], [1, 1, 0, 0]])
+    np.testing.assert_allclose(b["old_logp"], [[0, -0.5, -0.25, 0], [0, -1.0, 0, 0]])
+    np.testing.assert_allclose(b["advantages"], [1.0, -1.0])
+    with pytest.raises(ValueError, match="more than length"):
+        grpo_batch(recs, [0.0, 0.0], 2)
+    assert bucket_length(65, 64, 512) == 128 and bucket_length(700, 64, 512) == 512 and bucket_length(0, 64, 512) == 64
