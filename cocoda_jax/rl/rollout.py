@@ -97,19 +97,24 @@ class SamplerPolicy:
         self._segments: list[list[tuple[tuple[int, ...], int, tuple[float, ...]]]] = []
         self._ended_with_newline: list[bool] = []
         self._exhausted: list[bool] = []
+        self.overflowed = 0
 
     def __call__(self, contexts: Sequence[str], rows: Sequence[int]) -> list[Generation]:
         key = jax.random.fold_in(self.key, self._turn)
         if self._state is None:
             prompts = [self.tok.encode(c) for c in contexts]
-            too_long = [i for i, p in enumerate(prompts) if len(p) + self.params.max_new_tokens > self.max_len]
-            if too_long:
-                raise ValueError(f"prompt of {len(prompts[too_long[0]])} tokens leaves no room for a step "
-                                 f"within max_len={self.max_len} (row {too_long[0]})")
             self._segments = [[(tuple(p), 0, (0.0,) * len(p))] for p in prompts]
             self._ended_with_newline = [True] * len(prompts)
-            self._exhausted = [False] * len(prompts)
-            out = self.sampler.generate(prompts, self.params, key)
+            # a prompt that leaves no room for one step within max_len is never sampled: its rollout
+            # writes nothing (and fails); counted in ``overflowed`` so a launcher can report it
+            self._exhausted = [len(p) + self.params.max_new_tokens > self.max_len for p in prompts]
+            self.overflowed = sum(self._exhausted)
+            if all(self._exhausted):
+                self._state = "empty"
+                self._turn += 1
+                return [Generation("", (), (), "max_len") for _ in rows]
+            out = self.sampler.generate([[self.tok.pad_id] if x else p for p, x in zip(prompts, self._exhausted)],
+                                        self.params, key)
         else:
             n = len(self._segments)
             obs: list[list[int]] = [[] for _ in range(n)]
@@ -123,7 +128,7 @@ class SamplerPolicy:
                 if not self._exhausted[row]:
                     obs[row] = ids
                     self._segments[row].append((tuple(ids), 0, (0.0,) * len(ids)))
-            if not any(obs):  # every live row is out of room: nothing to sample
+            if not any(obs) or self._state == "empty":  # every live row is out of room: nothing to sample
                 self._turn += 1
                 return [Generation("", (), (), "max_len") for _ in rows]
             out = self.sampler.continue_generation(self._state, obs, self.params, key)

@@ -1,0 +1,432 @@
+"""Co-evolution of the planner and the tool library: ``launch/coevolve.py``'s job.
+
+Stage 1 (warm library): the symbolic abstractor folds the gold demonstrations into composites;
+the demonstrations are refactored to call them. Stage 2 (SFT): the planner learns the refactored
+demonstrations. Stage 3: rounds of
+
+    tasks (RODS curriculum or a static pool) -> G rollouts each -> reward -> GRPO step   (x K)
+    -> mine the round's successful trajectories -> validate -> INSERTTOOL
+    -> refactor the stored demonstrations with the new composites -> a short SFT refresh on them
+    -> evaluate on the validation split -> accept the (planner, library) pair or keep the incumbent
+
+``frozen_library`` (the baseline): no warm library, no mining; the refresh trains on the gold
+primitive demonstrations instead, so both arms get the same optimizer steps.
+
+Checkpoints: one after SFT and one after every round (train state, the incumbent library, the
+run's progress record, the stored demonstrations' programs, the RODS files). A resumed run repeats
+the remaining rounds exactly as the uninterrupted run would: every batch and key derives from the
+seed, the round and the iteration; the validation rewrite and INSERTTOOL are deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+import numpy as np
+
+from cocoda_jax.coevolve import acceptance as A
+from cocoda_jax.coevolve.abstractor import AbstractorConfig, Pattern, SymbolicAbstractor, rewrite
+from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
+from cocoda_jax.coevolve.traces import trace_from_program, trace_from_trajectory
+from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
+from cocoda_jax.execution import Sandbox
+from cocoda_jax.report import MetricsWriter
+from cocoda_jax.report import coevolution as REP
+from cocoda_jax.rl import loop as L
+from cocoda_jax.rl import trajectory as T
+from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.rods.curriculum import Curriculum
+from cocoda_jax.runs import common as C
+
+PHASES = ("sft", "rounds", "done")
+
+
+def _bar(total: int, initial: int, desc: str, enabled: bool):
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, dynamic_ncols=True, leave=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Small pure helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def library_counts(snapshot: Any, primitive_names: frozenset[str]) -> dict[str, int]:
+    names = snapshot.names()
+    composites = [n for n in names if snapshot.children(n)]
+    return {"library_size": len(names), "primitives": len(names) - len(composites), "composites": len(composites),
+            "max_depth": max((snapshot.depth(n) for n in names), default=0)}
+
+
+def gold_trace(task: Any):
+    return trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
+
+
+def pattern_to_json(p: Pattern) -> list:
+    return [json.loads(json.dumps(p.nodes)), p.n_params]
+
+
+def pattern_from_json(d: list) -> Pattern:
+    def tup(x):
+        return tuple(tup(y) for y in x) if isinstance(x, list) else x
+    return Pattern(tup(d[0]), int(d[1]))
+
+
+def read_tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` as ``relative path -> text`` (the RODS state, for the checkpoint)."""
+    if not root.is_dir():
+        return {}
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Replaces ``root`` by exactly ``files`` (written beside it, then renamed into place)."""
+    tmp = root.with_name(root.name + ".restore")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for rel, text in files.items():
+        path = tmp / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if root.exists():
+        shutil.rmtree(root)
+    if files:
+        os.replace(tmp, root)
+
+
+# ------------------------------------------------------------------------------------------------
+# The run
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Ctx:
+    """What one run builds once and every stage reads (never checkpointed: rebuilt on resume)."""
+
+    config: ml_collections.ConfigDict
+    workdir: Path
+    sandbox: Any
+    domain: C.Domain
+    rc: L.RolloutConfig
+    rw: Any
+    tok: Any
+    sft_l: Any
+    grpo_l: Any
+    tasks_by_id: dict
+    primitive_names: frozenset
+    frozen: bool
+    progress: bool
+
+
+def _evaluate(ctx: _Ctx, params_model: Any, snapshot: Any, tasks) -> L.Evaluation:
+    return L.evaluate(params_model, ctx.tok, tasks, snapshot, ctx.sandbox, ctx.rc, reward_config=ctx.rw,
+                      seed=int(ctx.config.seed))
+
+
+def _round_record(ctx: _Ctx, r: int, decision: Any, snapshot: Any, ev: L.Evaluation, train_acc: float | None,
+                  inserted: list[str], wall_s: float) -> dict[str, Any]:
+    questions = [t.question for t in ctx.domain.val[:int(ctx.config.report.retrieval_queries)]]
+    tokens = REP.retrieval_tokens_per_query(snapshot, questions, k=int(ctx.config.report.retrieval_k)) \
+        if questions else None
+    return {"round": r, "outcome": decision.outcome if decision else "initial",
+            "reason": decision.reason if decision else "the SFT planner with the warm library",
+            **library_counts(snapshot, ctx.primitive_names), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
+            "train_accuracy": train_acc, "tool_calls_per_solved": ev.calls_per_solved,
+            "composite_share": ev.composite_share, "retrieval_tokens_per_query": tokens, "inserted": inserted,
+            "composite_uses": ev.composite_uses, "wall_s": wall_s}
+
+
+def _demo_trajectories(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any) -> list[Any]:
+    """Stored (task id, program) pairs played in the sandbox over ``snapshot``; the correct ones."""
+    if not programs:
+        return []
+    cards = L.cards_for(snapshot, ctx.rc.card_style)
+    tasks = [ctx.tasks_by_id[i] for i, _ in programs]
+    played = play_programs(tasks, [p for _, p in programs], snapshot, ctx.sandbox, cards=cards)
+    return [t for t in played if t.correct]
+
+
+def _sft_demos(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any) -> list[Any]:
+    played = _demo_trajectories(ctx, programs, snapshot)
+    return L.demonstration_records([t.segments() for t in played], ctx.tok, ctx.rc)
+
+
+def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: bool = True,
+        stop_after_round: int | None = None) -> dict[str, Any]:
+    """Runs or resumes the co-evolution job; returns ``report.json``'s content (also written, with
+    the plots, the DAG drawing and a library JSON per round, under ``workdir``)."""
+    C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
+              "checkpoint", "warm", "coevolve", "rods", "report")
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    C.maybe_initialize_distributed(config)
+    t_process = time.perf_counter()
+    rc, rw = C.rollout_config(config), C.reward_config(config)
+    rods_cfg = C.section(config.rods, "thresholds", RodsConfig) if config.rods.enabled else None
+    abs_cfg = C.section(config.coevolve, "abstractor", AbstractorConfig)
+    acc_cfg = C.section(config.coevolve, "acceptance", A.AcceptanceConfig)
+    frozen = bool(config.coevolve.frozen_library)
+    seed = int(config.seed)
+
+    with Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s) as sandbox:
+        domain = C.build_domain(config, sandbox)
+        primitives = domain.library
+        prim_names = frozenset(primitives.names())
+        tasks_by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
+        sft_tasks = domain.train[:int(config.sft.n_demos)]
+        gold_segments = L.gold_segments(domain.train, primitives, rc)
+        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in gold_segments), config.model.vocab_size)
+        mesh = C.mesh_of(config)
+        model = C.build_planner(config, tok.vocab_size, mesh)
+        ctx = _Ctx(config, workdir, sandbox, domain, rc, rw, tok, C.sft_learner(model, config, mesh),
+                   C.grpo_learner(model, config, mesh), tasks_by_id, prim_names, frozen, progress)
+        with_ref = ctx.grpo_l.config.grpo.beta > 0
+
+        latest = C.latest_checkpoint(workdir)
+        if latest is None:
+            prog, library, state, ref = _stages_1_and_2(ctx, sft_tasks, primitives)
+        else:
+            prog = dict(latest.payloads["progress"])
+            library = latest.payloads["library"]
+            state, ref = C.restore_state(workdir, ctx.grpo_l, latest.step, with_ref)
+            if "rods_files" in latest.payloads and config.rods.enabled:
+                write_tree(workdir / "rods", latest.payloads["rods_files"])
+        writer = MetricsWriter(workdir, resume_step=int(prog["global_step"]) if latest else None)
+        if latest is None:
+            writer.write(int(prog["global_step"]), {f"val/{k}": v for k, v in (
+                ("accuracy", prog["records"][0]["val_accuracy"]),) if v is not None})
+            _save(ctx, prog, library, state, ref)
+
+        curriculum = None
+        seeds = domain.train[:int(config.rods.n_seeds)]
+        if config.rods.enabled:
+            curriculum = Curriculum(seeds, rods_cfg, workdir, run_seed=seed, library=library, sandbox=sandbox,
+                                    background=bool(config.rods.background))
+        try:
+            state = _rounds(ctx, prog, library, state, ref, writer, curriculum, seeds, abs_cfg, acc_cfg,
+                            stop_after_round)
+        finally:
+            if curriculum is not None:
+                curriculum.close()
+            writer.close()
+        if stop_after_round is not None and int(prog["round"]) < int(config.coevolve.rounds):
+            return {"stopped_after_round": int(prog["round"])}
+        return _finish(ctx, prog, t_process)
+
+
+def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives):
+    """Warm library (unless frozen), refactored demonstrations, SFT, the initial evaluation."""
+    cfg = ctx.config
+    t0 = time.perf_counter()
+    traces = [gold_trace(t) for t in sft_tasks]
+    if ctx.frozen:
+        library, demo_traces, warm_log = primitives, traces, []
+    else:
+        warm = warm_library(traces, primitives, ctx.sandbox, rounds=int(cfg.warm.rounds),
+                            config=C.section(cfg.coevolve, "abstractor", AbstractorConfig))
+        library, demo_traces = warm.snapshot, list(warm.traces)
+        warm_log = [o.to_record() for o in warm.rounds]
+    programs = [(tr.task_id, tr.program()) for tr in demo_traces]
+    demos = _sft_demos(ctx, programs, library)
+    warm_s = time.perf_counter() - t0
+    # SFT
+    state = ctx.sft_l.init_state()
+    steps = int(cfg.sft.steps)
+    bar = _bar(steps, 0, "stage 2: SFT", ctx.progress)
+    sft_log: list[dict] = []
+
+    def on_step(step, st, metrics):
+        bar.update(1)
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+        if step % 10 == 0 or step == steps:
+            sft_log.append({"step": step, **{f"sft/{k}": v for k, v in metrics.items()}})
+
+    state = L.sft_phase(ctx.sft_l, state, demos, steps=steps, batch_size=int(cfg.sft.batch_size),
+                        seed=int(cfg.seed), rc=ctx.rc, pad_id=ctx.tok.pad_id, on_step=on_step)
+    bar.close()
+    ev = _evaluate(ctx, ctx.sft_l.model(state), library, ctx.domain.val)
+    grpo_state = ctx.grpo_l.state_from_params(state.params)
+    ref = ctx.grpo_l.state_from_params(state.params).params if ctx.grpo_l.config.grpo.beta > 0 else None
+    record = _round_record(ctx, 0, None, library, ev, None, sorted(set(library.names()) - ctx.primitive_names),
+                           time.perf_counter() - t0)
+    inc = A.initial("round-0", library, ev.accuracy, ev.used_tools)
+    prog = {"phase": "rounds", "round": 0, "global_step": steps, "records": [record], "sft_accuracy": ev.accuracy,
+            "sft_log": sft_log, "warm": {"rounds": warm_log, "seconds": warm_s, "demos": len(demos)},
+            "demo_programs": [list(p) for p in programs], "excluded": [],
+            "incumbent": {"round": 0, "val_reward": inc.val_reward, "best_reward": inc.best_reward,
+                          "used_tools": sorted(inc.used_tools)},
+            "decisions": [], "rods_metrics": [], "train_metrics": []}
+    return prog, library, grpo_state, ref
+
+
+def _save(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any) -> None:
+    payloads = {"progress": prog, "library": library}
+    if ctx.config.rods.enabled:
+        payloads["rods_files"] = read_tree(ctx.workdir / "rods")
+    C.save_checkpoint(ctx.workdir, int(prog["global_step"]), state, payloads, ctx.config, ref,
+                      keep=int(ctx.config.checkpoint.keep))
+    lib_dir = ctx.workdir / "library"
+    lib_dir.mkdir(exist_ok=True)
+    (lib_dir / f"round_{int(prog['round']):03d}.json").write_text(library.to_json())
+
+
+def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: MetricsWriter, curriculum: Any,
+            seeds, abs_cfg: AbstractorConfig, acc_cfg: A.AcceptanceConfig, stop_after_round: int | None):
+    cfg = ctx.config
+    R, K = int(cfg.coevolve.rounds), int(cfg.grpo.iterations_per_round)
+    seed = int(cfg.seed)
+    inc_info = prog["incumbent"]
+    incumbent = A.Incumbent(int(inc_info["round"]), f"round-{inc_info['round']}", library,
+                            float(inc_info["val_reward"]), float(inc_info["best_reward"]),
+                            frozenset(inc_info["used_tools"]))
+    rounds_bar = _bar(R, int(prog["round"]), "stage 3: rounds", ctx.progress)
+    while int(prog["round"]) < R:
+        if stop_after_round is not None and int(prog["round"]) >= stop_after_round:
+            break
+        r = int(prog["round"]) + 1
+        t_round = time.perf_counter()
+        step = int(prog["global_step"])
+        successes: dict[tuple[str, str], Any] = {}
+        accs = []
+        for k in range(K):
+            it = (r - 1) * K + k
+            if curriculum is not None:
+                tasks = list(curriculum.sample(int(cfg.grpo.tasks_per_iteration), seed=seed * 100_003 + it))
+            else:
+                rng = np.random.default_rng([seed, 11, it])
+                tasks = [seeds[i] for i in rng.choice(len(seeds), int(cfg.grpo.tasks_per_iteration), replace=False)]
+            for t in tasks:
+                ctx.tasks_by_id.setdefault(str(t.id), t)
+            state, metrics, iteration = L.grpo_iteration(
+                ctx.grpo_l, state, ctx.tok, tasks, library, ctx.sandbox, group_size=int(cfg.grpo.group_size),
+                rc=ctx.rc, key=L.iteration_key(seed, it), reward_config=ctx.rw, ref_params=ref,
+                mask_uniform_groups=bool(cfg.grpo.mask_uniform_groups))
+            step += 1
+            writer.write(step, {**metrics, "round": r})
+            accs.append(metrics["accuracy"])
+            if curriculum is not None:
+                curriculum.observe(dict(iteration.group_rewards(lambda t, b: t.progress)))
+            for t, b in zip(iteration.trajectories, iteration.breakdowns):
+                if t.correct and b.total >= float(cfg.coevolve.rho):
+                    successes.setdefault((t.task_id, t.program), t)
+        candidate_library, inserted, accepted_cands, round_log = library, [], [], {}
+        if not ctx.frozen and successes:
+            excluded = frozenset(pattern_from_json(p) for p in prog["excluded"])
+            outcome = abstraction_round(list(successes.values()), library, ctx.sandbox,
+                                        SymbolicAbstractor(abs_cfg, excluded), ValidationConfig(), r)
+            round_log = outcome.to_record()
+            rejected = {rej.name for rej in outcome.result.rejections}
+            prog["excluded"] = list(prog["excluded"]) + [pattern_to_json(c.pattern) for c in outcome.candidates
+                                                         if c.name in rejected]
+            candidate_library = outcome.result.snapshot
+            inserted = [t.name for t in outcome.result.accepted]
+            accepted_cands = [c for c in outcome.candidates if c.name in set(inserted)]
+        # refactor the stored demonstrations with the new composites; a short SFT refresh on them
+        programs = [tuple(p) for p in prog["demo_programs"]]
+        if accepted_cands:
+            new_programs = []
+            for played in _demo_trajectories(ctx, programs, library):
+                tr = trace_from_trajectory(played, library, ctx.tasks_by_id[played.task_id].inputs)
+                for c in accepted_cands:
+                    tr, _ = rewrite(tr, c.pattern, c.name, c.arg_order)
+                new_programs.append((tr.task_id, tr.program()))
+            programs = new_programs
+        refresh = int(cfg.coevolve.refresh_sft_steps)
+        if refresh > 0:
+            rng = np.random.default_rng([seed, 13, r])
+            pick = [programs[i] for i in rng.choice(len(programs), min(len(programs), int(cfg.coevolve.refresh_demos)),
+                                                     replace=False)]
+            demos = _sft_demos(ctx, pick, candidate_library)
+            if demos:
+                sft_state = ctx.sft_l.state_from_params(state.params)
+                sft_state = L.sft_phase(ctx.sft_l, sft_state, demos, steps=refresh,
+                                        batch_size=int(cfg.sft.batch_size), seed=seed * 1000 + r, rc=ctx.rc,
+                                        pad_id=ctx.tok.pad_id)
+                state = ctx.grpo_l.state_from_params(sft_state.params)
+                step += refresh
+        # evaluate and decide
+        ev = _evaluate(ctx, ctx.grpo_l.model(state), candidate_library, ctx.domain.val)
+        proposal = A.Proposal(r, f"round-{r}", candidate_library, ev.accuracy, ev.used_tools)
+        new_inc, decision = A.decide(incumbent, proposal, acc_cfg)
+        if decision.outcome == "reject" and candidate_library is not library:
+            alone = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.val)
+            proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
+                                           planner_only_used_tools=alone.used_tools)
+            new_inc, decision = A.decide(incumbent, proposal, acc_cfg)
+            if decision.outcome == "accept_planner":
+                ev = alone
+        if decision.outcome == "reject":
+            prev = C.restore_state(ctx.workdir, ctx.grpo_l, int(prog["global_step"]), ref is not None)
+            state = prev[0]
+            ev_final = None
+        else:
+            ev_final = ev
+        incumbent = new_inc
+        if decision.outcome == "accept":
+            library = candidate_library
+            prog["demo_programs"] = [list(p) for p in programs]
+        rods_m = None
+        if curriculum is not None:
+            curriculum.set_library(library)
+            rods_m = curriculum.end_epoch()
+            prog["rods_metrics"] = list(prog["rods_metrics"]) + [rods_m]
+        record = _round_record(ctx, r, decision, library if decision.outcome != "reject" else incumbent.library,
+                               ev_final if ev_final is not None else ev, float(np.mean(accs)),
+                               inserted if decision.outcome == "accept" else [], time.perf_counter() - t_round)
+        if decision.outcome == "reject":  # the kept pair's numbers, not the refused proposal's
+            prev_rec = prog["records"][-1]
+            for key in ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses"):
+                record[key] = prev_rec[key]
+            record["proposal_val_accuracy"] = ev.accuracy
+        record["mining"] = round_log
+        prog["records"] = list(prog["records"]) + [record]
+        prog["decisions"] = list(prog["decisions"]) + [decision.to_record()]
+        prog["incumbent"] = {"round": incumbent.round, "val_reward": incumbent.val_reward,
+                             "best_reward": incumbent.best_reward, "used_tools": sorted(incumbent.used_tools)}
+        prog["round"] = r
+        prog["global_step"] = step
+        scalars = {"val/accuracy": record["val_accuracy"], "library/size": record["library_size"],
+                   "library/max_depth": record["max_depth"], "val/composite_share": record["composite_share"],
+                   "round/accepted": float(decision.accepted)}
+        if record["tool_calls_per_solved"] is not None:
+            scalars["val/calls_per_solved"] = record["tool_calls_per_solved"]
+        if rods_m is not None:
+            for region, n in (rods_m.get("region_sizes") or {}).items():
+                scalars[f"rods/{region}"] = n
+        writer.write(step, scalars)
+        _save(ctx, prog, library, state, ref)
+        rounds_bar.update(1)
+        rounds_bar.set_postfix(acc=f"{record['val_accuracy']:.2f}", lib=record["library_size"],
+                               outcome=decision.outcome)
+    rounds_bar.close()
+    return state
+
+
+def _finish(ctx: _Ctx, prog: dict, t_process: float) -> dict[str, Any]:
+    """The final test evaluation of the incumbent, report.json, plots and the DAG drawing."""
+    latest = C.latest_checkpoint(ctx.workdir)
+    library = latest.payloads["library"]
+    state, _ = C.restore_state(ctx.workdir, ctx.grpo_l, latest.step, False)
+    test = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.test)
+    rounds = [{k: v for k, v in rec.items() if k in REP.ROUND_KEYS} for rec in prog["records"]]
+    wall = sum(float(rec["wall_s"]) for rec in prog["records"])
+    report = REP.build_report(rounds, sft_accuracy=prog["sft_accuracy"], final_accuracy=prog["records"][-1]["val_accuracy"],
+                              final_library=library, primitive_names=ctx.primitive_names, wall_s=wall,
+                              extra={"test_accuracy": test.accuracy, "frozen_library": ctx.frozen,
+                                     "decisions": prog["decisions"], "warm": prog["warm"],
+                                     "wall_s_this_process": time.perf_counter() - t_process,
+                                     "rods_per_epoch": prog["rods_metrics"] or None})
+    REP.write_report(report, ctx.workdir / "report.json")
+    REP.plot_coevolution(rounds, ctx.workdir / "plots")
+    REP.draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
+    return report
+
+
+__all__ = ["PHASES", "library_counts", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]

@@ -1,0 +1,216 @@
+"""What every launcher builds the same way: the domain's tasks, the tokenizer, the planner and its
+learners on one mesh, typed config errors, and the run's checkpoint (params, optimizer, reference,
+progress and payloads in one Orbax step).
+
+A run directory holds::
+
+    tokenizer/        the BPE trained on the domain's demonstrations (kept: a resume reuses it)
+    checkpoints/      Orbax steps (checkpoint.py): the train state and JSON payloads
+    metrics.jsonl, tb/  scalars per optimizer step (report.MetricsWriter, resume-exact)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_collections
+
+from cocoda_jax import checkpoint as ckpt
+from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
+from cocoda_jax.rl import grpo as G
+from cocoda_jax.rl import rewards as R
+from cocoda_jax.rl.learner import Learner, LearnerConfig, TrainState
+from cocoda_jax.rl.loop import RolloutConfig
+from cocoda_jax.rl.rollout import Tokenizer
+from cocoda_jax.rl.update import OptimConfig
+
+DOMAINS = ("synthetic_math",)
+
+
+class ConfigError(ValueError):
+    """A config key is unknown, missing or has a value its component refuses; names the key."""
+
+
+def section(config: ml_collections.ConfigDict, name: str, cls: type, **extra: Any) -> Any:
+    """``cls(**config[name], **extra)`` with unknown or invalid keys reported as :class:`ConfigError`."""
+    if name not in config:
+        raise ConfigError(f"config lacks the section {name!r}")
+    values = dict(config[name].to_dict() if hasattr(config[name], "to_dict") else config[name])
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise ConfigError(f"config.{name} has unknown key(s) {unknown}; known: {sorted(fields)}")
+    try:
+        return cls(**values, **extra)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"config.{name}: {e}") from e
+
+
+def require(config: ml_collections.ConfigDict, *keys: str) -> None:
+    missing = [k for k in keys if k not in config]
+    if missing:
+        raise ConfigError(f"config lacks {missing}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Domain and tokenizer
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """Train tasks, held-out validation and test tasks, and the primitive library."""
+
+    name: str
+    train: tuple[Any, ...]
+    val: tuple[Any, ...]
+    test: tuple[Any, ...]
+    library: Any
+
+
+def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+    """The embedded synthetic-math domain. ``heldout="instances"``: validation and test are unseen
+    task instances in the training wording (indices far past the training ones); ``"wording"``:
+    the generator's held-out splits (new templates and entities), much harder for a small planner."""
+    d = config.domain
+    if d.name not in DOMAINS:
+        raise ConfigError(f"config.domain.name {d.name!r} is not one of {DOMAINS}")
+    if d.heldout not in ("instances", "wording"):
+        raise ConfigError(f"config.domain.heldout must be 'instances' or 'wording', got {d.heldout!r}")
+    md = d.max_depth or None
+    train = sm.generate(d.n_train, seed=d.seed, split="train", max_depth=md)
+    if d.heldout == "instances":
+        val = sm.generate(d.n_val, seed=d.seed, split="train", start=1_000_000, max_depth=md)
+        test = sm.generate(d.n_test, seed=d.seed, split="train", start=2_000_000, max_depth=md)
+    else:
+        val = sm.generate(d.n_val, seed=d.seed, split="validation", max_depth=md)
+        test = sm.generate(d.n_test, seed=d.seed, split="test", max_depth=md)
+    return Domain(d.name, tuple(train), tuple(val), tuple(test), sm.primitive_library(sandbox))
+
+
+def tokenizer_for(workdir: Path, texts: Any, vocab_size: int) -> Tokenizer:
+    """The run's tokenizer: loaded from ``workdir/tokenizer`` when present (a resumed run must not
+    retrain it), else trained on ``texts`` and saved there first."""
+    path = Path(workdir) / "tokenizer"
+    if not path.is_dir():
+        tmp = path.with_name("tokenizer.tmp")
+        train_and_save(list(texts), tmp, vocab_size)
+        os.replace(tmp, path)
+    return Tokenizer(load_tokenizer(path))
+
+
+# ------------------------------------------------------------------------------------------------
+# Planner, mesh, learners
+# ------------------------------------------------------------------------------------------------
+
+
+def mesh_of(config: ml_collections.ConfigDict) -> jax.sharding.Mesh | None:
+    """The run's one mesh (data, fsdp, tensor); ``data = -1`` takes the devices the other axes
+    leave. ``None`` on a single device without an explicit mesh (no sharding machinery at all)."""
+    m = config.mesh
+    fsdp, tensor = int(m.fsdp), int(m.tensor)
+    data = int(m.data) if int(m.data) > 0 else jax.device_count() // (fsdp * tensor)
+    if data * fsdp * tensor == 1 and jax.device_count() == 1:
+        return None
+    try:
+        return make_mesh(data, fsdp, tensor)
+    except ValueError as e:
+        raise ConfigError(f"config.mesh: {e}") from e
+
+
+def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
+    """Multi-host start: ``jax.distributed.initialize`` with the config's coordinator, process count
+    and id (all from flags on a pod); a no-op unless ``config.distributed.initialize``."""
+    d = config.get("distributed")
+    if d is None or not d.initialize:
+        return
+    kwargs = {}
+    if d.coordinator_address:
+        kwargs = dict(coordinator_address=d.coordinator_address, num_processes=int(d.num_processes),
+                      process_id=int(d.process_id))
+    jax.distributed.initialize(**kwargs)
+
+
+def build_planner(config: ml_collections.ConfigDict, vocab_size: int, mesh: Any):
+    """The planner from a preset (``tiny`` on the CPU), its vocabulary set to the tokenizer's."""
+    try:
+        cfg = get_preset(config.model.preset)
+    except Exception as e:
+        raise ConfigError(f"config.model.preset: {e}") from e
+    if config.model.preset == "tiny":
+        cfg = dataclasses.replace(cfg, vocab_size=vocab_size)
+    elif cfg.vocab_size < vocab_size:
+        raise ConfigError(f"the tokenizer has {vocab_size} ids, more than the model's {cfg.vocab_size}")
+    return create_model(cfg, seed=int(config.seed), mesh=mesh)
+
+
+def sft_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
+    s = config.sft
+    optim = OptimConfig(learning_rate=s.learning_rate, schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps),
+                        total_steps=max(s.steps, 1), end_fraction=0.1, clip_norm=1.0)
+    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=s.micro_batches), mesh)
+
+
+def grpo_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
+    g = config.grpo
+    optim = OptimConfig(learning_rate=g.learning_rate, schedule="constant", clip_norm=1.0)
+    grpo = G.GRPOConfig(epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, aggregation=g.aggregation,
+                        normalize_std=g.normalize_std, max_tokens=config.rollout.max_len)
+    return Learner(model, LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches), mesh)
+
+
+def rollout_config(config: ml_collections.ConfigDict) -> RolloutConfig:
+    return section(config, "rollout", RolloutConfig)
+
+
+def reward_config(config: ml_collections.ConfigDict) -> R.RewardConfig:
+    return section(config, "reward", R.RewardConfig)
+
+
+# ------------------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------------------
+
+
+def train_tree(state: TrainState, ref_params: Any = None) -> dict[str, Any]:
+    """The arrays a checkpoint holds: the learner's state and, with a KL term, the frozen reference."""
+    tree = {"params": state.params, "opt_state": state.opt_state, "step": state.step}
+    if ref_params is not None:
+        tree["ref_params"] = ref_params
+    return tree
+
+
+def save_checkpoint(workdir: Path, step: int, state: TrainState, payloads: dict[str, Any], config: Any,
+                    ref_params: Any = None, keep: int = 3) -> None:
+    ckpt.save(Path(workdir) / "checkpoints", step, train_tree(state, ref_params), payloads,
+              config.to_dict() if hasattr(config, "to_dict") else config, keep=keep)
+
+
+def latest_checkpoint(workdir: Path) -> ckpt.Restored | None:
+    """The newest checkpoint's payloads (no arrays read yet), or ``None`` for a fresh run."""
+    directory = Path(workdir) / "checkpoints"
+    if not directory.is_dir() or ckpt.latest_step(directory) is None:
+        return None
+    return ckpt.restore(directory)
+
+
+def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) -> tuple[TrainState, Any]:
+    """The train state (and reference params) of checkpoint ``step``, restored into ``learner``'s
+    own structure and shardings (so the jitted steps take it without recompiling)."""
+    fresh = learner.init_state()
+    target = ckpt.abstract_state(train_tree(fresh, fresh.params if with_ref else None))
+    restored = ckpt.restore(Path(workdir) / "checkpoints", target, step).state
+    state = TrainState(params=restored["params"], opt_state=restored["opt_state"], step=restored["step"])
+    return state, restored.get("ref_params")
+
+
+__all__ = [
+    "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "grpo_learner", "latest_checkpoint",
+    "maybe_initialize_distributed", "mesh_of", "require", "restore_state", "reward_config", "rollout_config",
+    "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",
+]

@@ -1,0 +1,74 @@
+"""The embedded default of the main job (``launch/coevolve.py``): the tiny planner on synthetic math,
+on the CPU, in minutes (budget: 15 minutes on 2 cores, measured in the README).
+
+Every knob of the run lives here; ``--config.section.key=value`` overrides one from the command line
+(ml_collections refuses keys that do not exist). The real-scale configs import this one and change
+the model, the domain, the mesh and the budgets.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+
+    # The domain. heldout="instances": validation/test are unseen instances in the training wording;
+    # "wording": the generator's held-out templates and entities (a much harder transfer test).
+    c.domain = ml_collections.ConfigDict(dict(
+        name="synthetic_math", seed=0, max_depth=1, n_train=2000, n_val=64, n_test=128, heldout="instances"))
+
+    # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
+    # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).
+    c.model = ml_collections.ConfigDict(dict(preset="tiny", vocab_size=1024, hf_checkpoint=""))
+
+    # One mesh over (data, fsdp, tensor); data=-1 takes every device the other axes leave.
+    c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
+    # Multi-host start (jax.distributed.initialize); leave the address empty to let JAX detect the
+    # cluster (TPU pods, SLURM), or give coordinator/process count/id explicitly.
+    c.distributed = ml_collections.ConfigDict(dict(
+        initialize=False, coordinator_address="", num_processes=1, process_id=0))
+
+    # Episodes: the action format's turn limit, the token budget of one rollout, sampling, the
+    # prompt's tool cards ("bare" names: the tiny planner's context cannot afford more).
+    c.rollout = ml_collections.ConfigDict(dict(
+        max_steps=6, max_len=320, max_new_tokens=24, temperature=0.7, top_k=0, card_style="bare",
+        timeout_s=10.0, length_multiple=64))
+
+    # R = R_res + lam * sum Phi (PAPERS.md A.4), with the documented options.
+    c.reward = ml_collections.ConfigDict(dict(
+        name="dag", lam=0.2, credit_requires_success=True, credit_cap=None, normalize_by_calls=False,
+        malformed_penalty=0.0, ill_typed_penalty=0.0))
+
+    # Stage 2: SFT on the (refactored) gold demonstrations.
+    c.sft = ml_collections.ConfigDict(dict(
+        steps=200, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=1000))
+
+    # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget).
+    c.grpo = ml_collections.ConfigDict(dict(
+        iterations=40, iterations_per_round=6, tasks_per_iteration=8, group_size=8, learning_rate=2e-4,
+        epsilon=0.2, epsilon_high=None, beta=0.0, aggregation="token_mean", normalize_std=True,
+        micro_batches=1, mask_uniform_groups=True, eval_every=10))
+
+    # Stage 1: rounds of the symbolic abstractor over the gold demonstrations.
+    c.warm = ml_collections.ConfigDict(dict(rounds=2))
+
+    # Stage 3: co-evolution rounds.
+    c.coevolve = ml_collections.ConfigDict(dict(
+        rounds=3, rho=0.8, frozen_library=False, refresh_sft_steps=10, refresh_demos=256,
+        abstractor=ml_collections.ConfigDict(dict(
+            min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
+            min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),
+        acceptance=ml_collections.ConfigDict(dict(tolerance=0.02, reference="best", allow_planner_only=True))))
+
+    # RODS: the task curriculum (on by default); thresholds are cocoda_jax.rods.RodsConfig's fields.
+    c.rods = ml_collections.ConfigDict(dict(
+        enabled=True, n_seeds=256, background=True,
+        thresholds=ml_collections.ConfigDict(dict(
+            window=4, mastered=0.85, hard=0.2, beta=0.2, p_max=400, burn_in_epochs=1, synth_per_epoch=8,
+            variants_per_seed=2, k_max=3))))
+
+    c.sandbox = ml_collections.ConfigDict(dict(workers=2, timeout_s=10.0))
+    c.checkpoint = ml_collections.ConfigDict(dict(keep=3, every_sft_steps=100, every_iterations=10))
+    c.report = ml_collections.ConfigDict(dict(retrieval_queries=16, retrieval_k=8))
+    return c

@@ -1,0 +1,67 @@
+r"""The main job: co-evolution of the planner and its tool library (stages 1-3, CoCoDA with RODS).
+
+    python -m launch.coevolve --config=configs/default.py --workdir=/tmp/cocoda_run
+    python -m launch.coevolve --config=configs/default.py --workdir=DIR --with_baseline --compare_rods
+    python -m launch.coevolve --config=configs/default.py --config.coevolve.rounds=5 --workdir=DIR
+
+Resumes from the work directory's newest checkpoint. Writes ``report.json`` (printed at the end),
+``metrics.jsonl`` and TensorBoard events, ``library/round_XXX.json``, ``plots/*.png`` and the
+learned DAG ``plots/library_dag.svg``. ``--with_baseline``: the same planner and budget with the
+library frozen at its primitives (in ``DIR/baseline_frozen_library``); ``--compare_rods``: the same
+budget with RODS switched the other way (in ``DIR/rods_off`` or ``DIR/rods_on``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from cocoda_jax.report import coevolution as REP
+from cocoda_jax.runs import coevolve
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config (ml_collections file).")
+_WORKDIR = flags.DEFINE_string("workdir", "/tmp/cocoda_run", "Checkpoints, metrics, report and plots go here.")
+_BASELINE = flags.DEFINE_bool("with_baseline", False, "Also run the frozen-library baseline with the same budget.")
+_RODS = flags.DEFINE_bool("compare_rods", False, "Also run with RODS switched the other way, same budget.")
+_PROGRESS = flags.DEFINE_bool("progress", True, "Progress bars.")
+
+
+def _arm(report: dict) -> dict:
+    return {"accuracy": report["accuracy"]["final"], "test_accuracy": report.get("test_accuracy"),
+            "sft_accuracy": report["accuracy"]["sft"], "tool_calls_per_solved": report["tool_calls_per_solved"],
+            "library": report["library"], "wall_s": report["wall_s"]}
+
+
+def main(argv) -> None:
+    del argv
+    config = _CONFIG.value
+    workdir = Path(_WORKDIR.value)
+    report = coevolve.run(config, workdir, progress=_PROGRESS.value)
+    if _BASELINE.value:
+        base_cfg = config.copy_and_resolve_references()
+        base_cfg.coevolve.frozen_library = True
+        logging.info("baseline: the same budget with the library frozen at its primitives")
+        report["baseline_frozen_library"] = _arm(coevolve.run(base_cfg, workdir / "baseline_frozen_library",
+                                                              progress=_PROGRESS.value))
+    if _RODS.value:
+        other = config.copy_and_resolve_references()
+        other.rods.enabled = not config.rods.enabled
+        name = "rods_on" if other.rods.enabled else "rods_off"
+        other_report = _arm(coevolve.run(other, workdir / name, progress=_PROGRESS.value))
+        this = _arm(report)
+        report["rods"] = {"on": this if config.rods.enabled else other_report,
+                          "off": other_report if config.rods.enabled else this}
+    REP.write_report(report, workdir / "report.json")
+    summary = {k: report[k] for k in ("rounds", "library", "accuracy", "tool_calls_per_solved", "composite_share",
+                                      "retrieval_tokens_per_query", "accepted_rounds", "rejected_rounds", "wall_s")}
+    for k in ("test_accuracy", "baseline_frozen_library", "rods"):
+        if k in report:
+            summary[k] = report[k]
+    print(json.dumps(summary, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,63 @@
+"""The main job end to end on tiny budgets: stages 1-3 with RODS, report.json and its plots, a
+library JSON per round, deterministic replay after a stop, the frozen-library baseline."""
+
+import json
+
+import pytest
+
+from cocoda_jax.library import LibrarySnapshot
+from cocoda_jax.report import read_metrics
+from cocoda_jax.runs import coevolve
+from tests.runs.conftest import comparable, tiny_config
+
+pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
+
+REQUIRED = ("rounds", "library", "accuracy", "tool_calls_per_solved", "composite_share",
+            "retrieval_tokens_per_query", "accepted_rounds", "rejected_rounds", "wall_s")
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    wd = tmp_path_factory.mktemp("coevolve_full")
+    return wd, coevolve.run(tiny_config(), wd, progress=False)
+
+
+def test_report_has_the_required_keys_and_files(full):
+    wd, report = full
+    assert report == json.loads((wd / "report.json").read_text())
+    for key in REQUIRED:
+        assert key in report, key
+    assert report["rounds"] == 2 and len(report["accuracy"]["per_round"]) == 3
+    assert set(report["library"]) >= {"primitives", "composites", "max_depth"}
+    assert report["accepted_rounds"] + report["rejected_rounds"] == 2
+    assert report["library"]["primitives"] == 30
+    # stage 1 folds the demonstrations into composites before any training
+    assert report["library"]["composites"] >= 1 and report["library"]["max_depth"] >= 1
+    for name in ("library.png", "accuracy.png", "tool_calls.png", "composite_share.png", "retrieval_tokens.png",
+                 "library_dag.svg"):
+        assert (wd / "plots" / name).stat().st_size > 0, name
+    for r in range(3):
+        LibrarySnapshot.from_json((wd / "library" / f"round_{r:03d}.json").read_text())
+    assert report["rods_per_epoch"] and "region_sizes" in report["rods_per_epoch"][0]
+
+
+def test_a_run_stopped_after_round_one_replays_exactly(full, tmp_path):
+    wd, report = full
+    out = coevolve.run(tiny_config(), tmp_path, progress=False, stop_after_round=1)
+    assert out == {"stopped_after_round": 1}
+    assert not (tmp_path / "library" / "round_002.json").exists()
+    resumed = coevolve.run(tiny_config(), tmp_path, progress=False)
+    assert (tmp_path / "library" / "round_002.json").read_bytes() == (wd / "library" / "round_002.json").read_bytes()
+    assert comparable(read_metrics(tmp_path / "metrics.jsonl")) == comparable(read_metrics(wd / "metrics.jsonl"))
+    assert comparable(resumed["per_round"]) == comparable(report["per_round"])
+    assert resumed["rods_per_epoch"] == report["rods_per_epoch"]
+    for f in sorted((wd / "rods").rglob("*")):
+        if f.is_file():
+            assert (tmp_path / "rods" / f.relative_to(wd / "rods")).read_bytes() == f.read_bytes(), f
+
+
+def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
+    report = coevolve.run(tiny_config(coevolve__frozen_library=True, rods__enabled=False, coevolve__rounds=1),
+                          tmp_path, progress=False)
+    assert report["library"]["composites"] == 0 and report["library"]["primitives"] == 30
+    assert report["frozen_library"] is True and report["rods_per_epoch"] is None
