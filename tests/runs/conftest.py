@@ -19,6 +19,7 @@ def tiny_config(**over):
     c.checkpoint.every_sft_steps, c.checkpoint.every_iterations = 2, 1
     c.coevolve.rounds, c.coevolve.refresh_sft_steps, c.coevolve.refresh_demos = 2, 1, 8
     c.rods.n_seeds = 16
+    c.mesh.data = 1  # one device: the sharded steps are tested in tests/rl (8 fake devices here)
     c.rods.thresholds.synth_per_epoch = 2
     c.report.retrieval_queries = 2
     for k, v in over.items():
