@@ -16,7 +16,8 @@ def get_config() -> ml_collections.ConfigDict:
     # The domain. heldout="instances": validation/test are unseen instances in the training wording;
     # "wording": the generator's held-out templates and entities (a much harder transfer test).
     c.domain = ml_collections.ConfigDict(dict(
-        name="synthetic_math", seed=0, max_depth=1, n_train=2000, n_val=64, n_test=128, heldout="instances"))
+        name="synthetic_math", seed=0, max_depth=1, n_train=2000, n_val=64, n_test=128, heldout="instances",
+        data_dir=""))
 
     # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
     # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).

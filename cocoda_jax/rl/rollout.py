@@ -62,6 +62,10 @@ class Tokenizer:
         if len(newline) != 1:
             raise ValueError(f"the tokenizer must encode a newline as one token, got {newline}")
         self.newline_id = newline[0]
+        # every id whose text ends a line (Qwen's BPE merges ")\n" into one token, for example):
+        # all of them stop a turn
+        self.line_end_ids = tuple(sorted(
+            {self.newline_id} | {i for i in range(len(hf_tokenizer)) if self.decode([i]).endswith("\n")}))
         pad = getattr(hf_tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
 
@@ -85,11 +89,12 @@ class SamplerPolicy:
 
     def __init__(self, sampler: Sampler, tokenizer: Tokenizer, params: SamplingParams, key: jax.Array, *,
                  max_len: int):
-        if params.stop_tokens and tokenizer.newline_id not in params.stop_tokens:
-            raise ValueError("the newline token must be among the stop tokens (a turn is one line)")
+        if params.stop_tokens and not set(tokenizer.line_end_ids) <= set(params.stop_tokens):
+            raise ValueError("every line-ending token must be among the stop tokens (a turn is one line)")
         self.sampler = sampler
         self.tok = tokenizer
-        self.params = dataclasses.replace(params, stop_tokens=tuple(params.stop_tokens) or (tokenizer.newline_id,))
+        self.params = dataclasses.replace(params, stop_tokens=tuple(params.stop_tokens) or tokenizer.line_end_ids)
+        self._line_end = frozenset(tokenizer.line_end_ids)
         self.key = key
         self.max_len = int(max_len)
         self._state = None
@@ -142,7 +147,7 @@ class SamplerPolicy:
             toks = tuple(int(t) for t in out.tokens[row])
             lps = tuple(float(x) for x in out.log_probs[row])
             self._segments[row].append((toks, 1, lps))
-            self._ended_with_newline[row] = bool(toks) and toks[-1] == self.tok.newline_id
+            self._ended_with_newline[row] = bool(toks) and toks[-1] in self._line_end
             gens.append(Generation(self.tok.decode(toks), toks, lps, out.stop_reasons[row]))
         return gens
 

@@ -182,7 +182,8 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         tasks_by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
         sft_tasks = domain.train[:int(config.sft.n_demos)]
         gold_segments = L.gold_segments(domain.train, primitives, rc)
-        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in gold_segments), config.model.vocab_size)
+        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in gold_segments), config.model.vocab_size,
+                              config.model.hf_checkpoint)
         mesh = C.mesh_of(config)
         model = C.build_planner(config, tok.vocab_size, mesh)
         ctx = _Ctx(config, workdir, sandbox, domain, rc, rw, tok, C.sft_learner(model, config, mesh),

@@ -30,6 +30,7 @@ from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rl.update import OptimConfig
 
 DOMAINS = ("synthetic_math",)
+BENCHMARK_DOMAINS = ("gsm8k", "math")
 
 
 class ConfigError(ValueError):
@@ -78,6 +79,11 @@ def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
     task instances in the training wording (indices far past the training ones); ``"wording"``:
     the generator's held-out splits (new templates and entities), much harder for a small planner."""
     d = config.domain
+    if d.name in BENCHMARK_DOMAINS:
+        raise ConfigError(
+            f"config.domain.name {d.name!r}: the benchmark loaders (third_party.benchmarks) read its files, but "
+            "the co-evolution launcher cannot run it yet: stage 1 needs teacher trajectories in the action "
+            "format (gold programs), which the embedded domains generate and GSM8K/MATH do not provide")
     if d.name not in DOMAINS:
         raise ConfigError(f"config.domain.name {d.name!r} is not one of {DOMAINS}")
     if d.heldout not in ("instances", "wording"):
@@ -93,9 +99,12 @@ def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
     return Domain(d.name, tuple(train), tuple(val), tuple(test), sm.primitive_library(sandbox))
 
 
-def tokenizer_for(workdir: Path, texts: Any, vocab_size: int) -> Tokenizer:
-    """The run's tokenizer: loaded from ``workdir/tokenizer`` when present (a resumed run must not
-    retrain it), else trained on ``texts`` and saved there first."""
+def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
+    """The run's tokenizer: the checkpoint's own when the planner is a local HF model; else the
+    BPE of ``workdir/tokenizer`` when present (a resumed run must not retrain it), else trained on
+    ``texts`` and saved there first."""
+    if hf_checkpoint:
+        return Tokenizer(load_tokenizer(hf_checkpoint))
     path = Path(workdir) / "tokenizer"
     if not path.is_dir():
         tmp = path.with_name("tokenizer.tmp")
@@ -115,6 +124,9 @@ def mesh_of(config: ml_collections.ConfigDict) -> jax.sharding.Mesh | None:
     m = config.mesh
     fsdp, tensor = int(m.fsdp), int(m.tensor)
     data = int(m.data) if int(m.data) > 0 else jax.device_count() // (fsdp * tensor)
+    if min(data, fsdp, tensor) < 1 or data * fsdp * tensor > jax.device_count():
+        raise ConfigError(f"config.mesh (data={m.data}, fsdp={fsdp}, tensor={tensor}) needs more than the "
+                          f"{jax.device_count()} devices here")
     if data * fsdp * tensor == 1 and jax.device_count() == 1:
         return None
     try:
@@ -137,7 +149,14 @@ def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
 
 
 def build_planner(config: ml_collections.ConfigDict, vocab_size: int, mesh: Any):
-    """The planner from a preset (``tiny`` on the CPU), its vocabulary set to the tokenizer's."""
+    """The planner: a local HF checkpoint (``model.hf_checkpoint``, loaded straight into its mesh
+    shardings) or a preset initialised from the seed (``tiny`` takes the tokenizer's vocabulary)."""
+    if config.model.hf_checkpoint:
+        from cocoda_jax.models import load_hf_checkpoint
+        path = Path(config.model.hf_checkpoint)
+        if not path.is_dir():
+            raise ConfigError(f"config.model.hf_checkpoint {str(path)!r} is not a local directory")
+        return load_hf_checkpoint(path, mesh=mesh)
     try:
         cfg = get_preset(config.model.preset)
     except Exception as e:

@@ -51,7 +51,8 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         domain = C.build_domain(config, sandbox)
         library = domain.library
         segments = L.gold_segments(domain.train, library, rc)
-        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in segments), config.model.vocab_size)
+        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in segments), config.model.vocab_size,
+                              config.model.hf_checkpoint)
         demos = L.demonstration_records(segments, tok, rc)
         mesh = C.mesh_of(config)
         model = C.build_planner(config, tok.vocab_size, mesh)

@@ -87,7 +87,7 @@ def test_observations_follow_each_step_unsampled(setup, math_library, sandbox):
         for s in traj.steps[:-1]:
             pos += len(s.generation.tokens)
             obs = s.observation + "\n"
-            if not s.generation.tokens or s.generation.tokens[-1] != tok.newline_id:
+            if not s.generation.tokens or s.generation.tokens[-1] not in tok.line_end_ids:
                 obs = "\n" + obs
             ids = tok.encode(obs)
             if pos + len(ids) > len(rec):
@@ -115,7 +115,9 @@ def test_a_prompt_too_long_for_max_len_is_never_sampled(setup, math_library, san
 def test_the_newline_must_stop_a_turn(setup):
     _, tok, model = setup
     from cocoda_jax.models import Sampler, SamplingParams
-    with pytest.raises(ValueError, match="newline"):
+    assert tok.newline_id in tok.line_end_ids
+    assert all(tok.decode([i]).endswith("\n") for i in tok.line_end_ids)
+    with pytest.raises(ValueError, match="line-ending"):
         SamplerPolicy(Sampler(model, cache_size=64), tok, SamplingParams(stop_tokens=(tok.newline_id + 1,)),
                       jax.random.key(0), max_len=32)
 

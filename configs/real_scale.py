@@ -1,0 +1,45 @@
+"""Shared settings of the real-scale runs (Qwen3 students on GSM8K / MATH on accelerators).
+
+Each ``configs/qwen3_*`` file picks a student, a benchmark and a mesh:
+
+* ``node8``: one 8-GPU node, ``data=2, fsdp=4, tensor=1`` for 0.6B, ``data=1, fsdp=4, tensor=2`` for 8B;
+* ``tpu``: a TPU slice, ``data=-1`` (every chip the other axes leave), fsdp over 8 chips, and for 8B
+  tensor parallelism over 4; multi-host start through ``--config.distributed.initialize=True``
+  (JAX detects the pod; or give ``coordinator_address``/``num_processes``/``process_id``).
+
+The student's weights and tokenizer come from a local HF directory (``--config.model.hf_checkpoint``;
+nothing is downloaded), the benchmark files from ``--config.domain.data_dir``.
+"""
+
+from configs import default
+
+MESHES = {
+    ("qwen3_0p6b", "node8"): dict(data=2, fsdp=4, tensor=1),
+    ("qwen3_8b", "node8"): dict(data=1, fsdp=4, tensor=2),
+    ("qwen3_0p6b", "tpu"): dict(data=-1, fsdp=8, tensor=1),
+    ("qwen3_8b", "tpu"): dict(data=-1, fsdp=8, tensor=4),
+}
+
+
+def make(preset: str, benchmark: str, mesh: str = "node8"):
+    c = default.get_config()
+    c.model.preset = preset
+    c.model.hf_checkpoint = ""            # set on the command line: a local HF Qwen3 directory
+    c.mesh.update(MESHES[(preset, mesh)])
+    c.domain.name = benchmark
+    c.domain.data_dir = ""                # set on the command line: the benchmark's local files
+    c.domain.max_depth = 0
+    c.domain.n_train, c.domain.n_val, c.domain.n_test = 7000, 500, 1319
+    c.rollout.update(dict(max_steps=12, max_len=4096, max_new_tokens=256, temperature=1.0, card_style="compact"))
+    c.sft.update(dict(steps=2000, batch_size=64, learning_rate=1e-5, warmup_steps=100,
+                      micro_batches=4 if preset == "qwen3_8b" else 1, n_demos=7000))
+    c.grpo.update(dict(iterations=600, iterations_per_round=100, tasks_per_iteration=64, group_size=8,
+                       learning_rate=1e-6, beta=0.01, micro_batches=8 if preset == "qwen3_8b" else 2))
+    c.coevolve.rounds = 6
+    c.coevolve.refresh_sft_steps = 50
+    c.coevolve.refresh_demos = 2048
+    c.rods.n_seeds = 4000
+    c.rods.thresholds.synth_per_epoch = 64
+    c.sandbox.workers = 16
+    c.report.retrieval_queries = 64
+    return c

@@ -1,0 +1,47 @@
+"""Every shipped config loads, its sections build their components, and its mesh fits its target."""
+
+import importlib
+
+import jax
+import pytest
+
+from cocoda_jax.coevolve.abstractor import AbstractorConfig
+from cocoda_jax.coevolve.acceptance import AcceptanceConfig
+from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.runs import common as C
+
+REAL = ("qwen3_0p6b_gsm8k", "qwen3_0p6b_math", "qwen3_8b_gsm8k", "qwen3_8b_math")
+
+
+def _load(name, *args):
+    return importlib.import_module(f"configs.{name}").get_config(*args)
+
+
+@pytest.mark.parametrize("name", ("default", "train_math", *REAL))
+def test_sections_build(name):
+    c = _load(name)
+    C.rollout_config(c)
+    C.reward_config(c)
+    C.section(c.rods, "thresholds", RodsConfig)
+    C.section(c.coevolve, "abstractor", AbstractorConfig)
+    C.section(c.coevolve, "acceptance", AcceptanceConfig)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_node8_meshes_use_eight_devices_and_tpu_meshes_shard_fsdp(name):
+    assert jax.device_count() == 8
+    mesh = C.mesh_of(_load(name, "node8"))
+    assert mesh.devices.size == 8 and dict(mesh.shape)["fsdp"] == 4
+    tpu = _load(name, "tpu")
+    assert tpu.mesh.data == -1 and tpu.mesh.fsdp == 8
+
+
+def test_benchmark_domains_are_refused_with_the_reason(tmp_path):
+    with pytest.raises(C.ConfigError, match="teacher trajectories"):
+        C.build_domain(_load("qwen3_0p6b_gsm8k"), sandbox=None)
+
+
+def test_a_mesh_larger_than_the_machine_is_a_config_error():
+    c = _load("qwen3_8b_math", "tpu")  # fsdp 8 x tensor 4 = 32 devices
+    with pytest.raises(C.ConfigError, match="mesh"):
+        C.mesh_of(c)
