@@ -65,6 +65,24 @@ def library_counts(snapshot: Any, primitive_names: frozenset[str]) -> dict[str, 
             "max_depth": max((snapshot.depth(n) for n in names), default=0)}
 
 
+def rods_scalars(m: dict[str, Any]) -> dict[str, float]:
+    """The RODS epoch metrics that are numbers, flattened for the metrics file and TensorBoard."""
+    out: dict[str, float] = {"rods/live": m["live"], "rods/live_generated": m["live_generated"],
+                             "rods/injected": m["injected"]}
+    for region, n in (m.get("region_sizes") or {}).items():
+        out[f"rods/size/{region}"] = n
+    for region, v in (m.get("region_variance") or {}).items():
+        if v is not None:
+            out[f"rods/variance/{region}"] = v
+    for key in ("boundary_variance_ratio", "injected_mean_reward", "injected_first_reward"):
+        if m.get(key) is not None:
+            out[f"rods/{key}"] = m[key]
+    synth = m.get("synthesis") or {}
+    if synth.get("acceptance_rate") is not None:
+        out["rods/synthesis_acceptance_rate"] = synth["acceptance_rate"]
+    return out
+
+
 def gold_trace(task: Any):
     return trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
 
@@ -399,8 +417,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         if record["tool_calls_per_solved"] is not None:
             scalars["val/calls_per_solved"] = record["tool_calls_per_solved"]
         if rods_m is not None:
-            for region, n in (rods_m.get("region_sizes") or {}).items():
-                scalars[f"rods/{region}"] = n
+            scalars.update(rods_scalars(rods_m))
         writer.write(step, scalars)
         _save(ctx, prog, library, state, ref)
         rounds_bar.update(1)
@@ -430,4 +447,4 @@ def _finish(ctx: _Ctx, prog: dict, t_process: float) -> dict[str, Any]:
     return report
 
 
-__all__ = ["PHASES", "library_counts", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]
+__all__ = ["PHASES", "library_counts", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]

@@ -38,7 +38,12 @@ def test_report_has_the_required_keys_and_files(full):
         assert (wd / "plots" / name).stat().st_size > 0, name
     for r in range(3):
         LibrarySnapshot.from_json((wd / "library" / f"round_{r:03d}.json").read_text())
-    assert report["rods_per_epoch"] and "region_sizes" in report["rods_per_epoch"][0]
+    assert len(report["rods_per_epoch"]) == 2
+    for m in report["rods_per_epoch"]:
+        assert {"region_sizes", "region_variance", "boundary_variance_ratio", "synthesis",
+                "injected_mean_reward"} <= set(m)
+    rods_records = [r for r in read_metrics(wd / "metrics.jsonl") if "rods/live" in r]
+    assert len(rods_records) == 2 and all("rods/size/boundary" in r for r in rods_records)
 
 
 def test_a_run_stopped_after_round_one_replays_exactly(full, tmp_path):
