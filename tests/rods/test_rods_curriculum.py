@@ -13,6 +13,7 @@ from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import CorruptStateError, RodsStateError
 from cocoda_jax.rods.synthesis import Outcome, Synthesizer, derived_seed
 from cocoda_jax.rods.tracker import REGIONS
+from tests.rods.conftest import memoised_synthesizer
 
 CFG = RodsConfig(p_max=10, beta=0.25, synth_per_epoch=4, variants_per_seed=2, stale_epochs=3, window=3,
                  hard_patience=2)
@@ -28,17 +29,7 @@ def seed_tasks():
 
 @pytest.fixture(scope="module")
 def synth(sandbox, library):
-    """The real synthesizer, memoised on its (pure) inputs so that the many runs below stay fast."""
-    syn = Synthesizer(sandbox, library, CFG, run_seed=RUN_SEED)
-    cache = {}
-
-    def run(job):
-        key = (job.parent.id, job.attempt, job.pool_keys)
-        if key not in cache:
-            cache[key] = syn.run(job)
-        return cache[key]
-
-    return run
+    return memoised_synthesizer(sandbox, library, CFG, RUN_SEED)
 
 
 def _unit(*parts):

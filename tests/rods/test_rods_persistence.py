@@ -11,6 +11,7 @@ from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import CorruptStateError
 from cocoda_jax.rods.pool import pool_hash
 from cocoda_jax.rods.synthesis import Synthesizer
+from tests.rods.conftest import memoised_synthesizer
 
 CFG = RodsConfig(p_max=12, beta=0.2, synth_per_epoch=5, variants_per_seed=2, stale_epochs=3, window=3,
                  hard_patience=2)
@@ -25,17 +26,7 @@ def seed_tasks():
 
 @pytest.fixture(scope="module")
 def synth(sandbox, library):
-    """The real synthesizer, memoised on its (pure) inputs so that the many runs below stay fast."""
-    syn = Synthesizer(sandbox, library, CFG, run_seed=9)
-    cache = {}
-
-    def run(job):
-        key = (job.parent.id, job.attempt, job.pool_keys)
-        if key not in cache:
-            cache[key] = syn.run(job)
-        return cache[key]
-
-    return run
+    return memoised_synthesizer(sandbox, library, CFG, 9)
 
 
 @pytest.fixture(scope="module")
