@@ -11,7 +11,7 @@ from cocoda_jax.data import synthetic_math as sm
 from cocoda_jax.rods import Curriculum, persistence
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import CorruptStateError, RodsStateError
-from cocoda_jax.rods.synthesis import Outcome, Synthesizer, derived_seed
+from cocoda_jax.rods.synthesis import Outcome, derived_seed
 from cocoda_jax.rods.tracker import REGIONS
 from tests.rods.conftest import memoised_synthesizer
 

@@ -10,7 +10,6 @@ from cocoda_jax.rods import persistence, simulate
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import CorruptStateError
 from cocoda_jax.rods.pool import pool_hash
-from cocoda_jax.rods.synthesis import Synthesizer
 from tests.rods.conftest import memoised_synthesizer
 
 CFG = RodsConfig(p_max=12, beta=0.2, synth_per_epoch=5, variants_per_seed=2, stale_epochs=3, window=3,
