@@ -16,7 +16,7 @@ def get_config() -> ml_collections.ConfigDict:
     # The domain. heldout="instances": validation/test are unseen instances in the training wording;
     # "wording": the generator's held-out templates and entities (a much harder transfer test).
     c.domain = ml_collections.ConfigDict(dict(
-        name="synthetic_math", seed=0, max_depth=1, n_train=2000, n_val=64, n_test=128, heldout="instances",
+        name="synthetic_math", seed=0, max_depth=2, n_train=2000, n_val=64, n_test=128, heldout="instances",
         data_dir=""))
 
     # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
@@ -33,7 +33,7 @@ def get_config() -> ml_collections.ConfigDict:
     # Episodes: the action format's turn limit, the token budget of one rollout, sampling, the
     # prompt's tool cards ("bare" names: the tiny planner's context cannot afford more).
     c.rollout = ml_collections.ConfigDict(dict(
-        max_steps=6, max_len=320, max_new_tokens=24, temperature=0.7, top_k=0, card_style="bare",
+        max_steps=8, max_len=384, max_new_tokens=24, temperature=0.6, top_k=0, card_style="bare",
         timeout_s=10.0, length_multiple=64))
 
     # R = R_res + lam * sum Phi (PAPERS.md A.4), with the documented options.
@@ -43,11 +43,11 @@ def get_config() -> ml_collections.ConfigDict:
 
     # Stage 2: SFT on the (refactored) gold demonstrations.
     c.sft = ml_collections.ConfigDict(dict(
-        steps=200, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=1000))
+        steps=200, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=2000))
 
     # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget).
     c.grpo = ml_collections.ConfigDict(dict(
-        iterations=40, iterations_per_round=6, tasks_per_iteration=8, group_size=8, learning_rate=2e-4,
+        iterations=30, iterations_per_round=5, tasks_per_iteration=12, group_size=8, learning_rate=3e-5,
         epsilon=0.2, epsilon_high=None, beta=0.0, aggregation="token_mean", normalize_std=True,
         micro_batches=1, mask_uniform_groups=True, eval_every=10))
 
@@ -60,7 +60,7 @@ def get_config() -> ml_collections.ConfigDict:
         abstractor=ml_collections.ConfigDict(dict(
             min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),
-        acceptance=ml_collections.ConfigDict(dict(tolerance=0.02, reference="best", allow_planner_only=True))))
+        acceptance=ml_collections.ConfigDict(dict(tolerance=0.03, reference="best", allow_planner_only=True))))
 
     # RODS: the task curriculum (on by default); thresholds are cocoda_jax.rods.RodsConfig's fields.
     c.rods = ml_collections.ConfigDict(dict(

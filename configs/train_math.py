@@ -6,6 +6,7 @@ from configs import default
 
 def get_config():
     c = default.get_config()
-    c.grpo.iterations = 40
+    c.grpo.iterations = 30
+    c.grpo.tasks_per_iteration = 16
     c.grpo.eval_every = 10
     return c
