@@ -49,14 +49,14 @@ def get_config() -> ml_collections.ConfigDict:
     c.grpo = ml_collections.ConfigDict(dict(
         iterations=30, iterations_per_round=5, tasks_per_iteration=12, group_size=8, learning_rate=3e-5,
         epsilon=0.2, epsilon_high=None, beta=0.0, aggregation="token_mean", normalize_std=True,
-        micro_batches=1, mask_uniform_groups=True, eval_every=10))
+        micro_batches=1, mask_uniform_groups=True, ppo_epochs=1, eval_every=10))
 
     # Stage 1: rounds of the symbolic abstractor over the gold demonstrations.
     c.warm = ml_collections.ConfigDict(dict(rounds=2))
 
     # Stage 3: co-evolution rounds.
     c.coevolve = ml_collections.ConfigDict(dict(
-        rounds=3, rho=0.8, frozen_library=False, refresh_sft_steps=10, refresh_demos=256,
+        rounds=3, rho=0.8, frozen_library=False, refresh_sft_steps=10, refresh_demos=256, refresh_learning_rate=1e-4,
         abstractor=ml_collections.ConfigDict(dict(
             min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),

@@ -38,6 +38,7 @@ def make(preset: str, benchmark: str, mesh: str = "node8"):
     c.coevolve.rounds = 6
     c.coevolve.refresh_sft_steps = 50
     c.coevolve.refresh_demos = 2048
+    c.coevolve.refresh_learning_rate = 1e-6
     c.rods.n_seeds = 4000
     c.rods.thresholds.synth_per_epoch = 64
     c.sandbox.workers = 16

@@ -224,14 +224,20 @@ class Iteration:
 def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any,
                    sandbox: Any, *, group_size: int, rc: RolloutConfig, key: jax.Array,
                    reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
-                   mask_uniform_groups: bool = True) -> tuple[TrainState, dict[str, float], Iteration]:
+                   mask_uniform_groups: bool = True, ppo_epochs: int = 1
+                   ) -> tuple[TrainState, dict[str, float], Iteration]:
     """Samples ``group_size`` rollouts per task with the current planner, scores them with the
     configured reward, and takes one GRPO step on the sampled tokens.
 
     ``mask_uniform_groups``: a group whose rewards are all equal has zero advantages; its tokens
     are left out of the loss (DAPO's dynamic sampling, without re-sampling: the batch shape stays
     fixed, so nothing recompiles) instead of diluting the token mean and still paying KL.
+    ``ppo_epochs``: optimizer steps on the same rollouts; the sampler's log-probs stay the old
+    policy's, so from the second epoch on the ratio moves away from 1 and the clip bounds the step.
+    The metrics are the last epoch's.
     """
+    if ppo_epochs < 1:
+        raise ValueError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
     grpo_cfg = learner.config.grpo
     if grpo_cfg.beta > 0 and ref_params is None:
         raise ValueError("beta > 0 needs the reference params (ref_params)")
@@ -253,7 +259,8 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     if grpo_cfg.beta > 0:
         batch["ref_logp"] = np.asarray(learner.log_probs(ref_params, batch["tokens"], batch["valid"]))
     t1 = time.perf_counter()
-    state, step_metrics = learner.grpo_step(state, batch)
+    for _ in range(ppo_epochs):
+        state, step_metrics = learner.grpo_step(state, batch)
     step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
     update_s = time.perf_counter() - t1
     sampled = int(sum(sum(r.loss_mask) for r in records))

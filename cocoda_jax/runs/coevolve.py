@@ -137,6 +137,7 @@ class _Ctx:
     tok: Any
     sft_l: Any
     grpo_l: Any
+    refresh_l: Any
     tasks_by_id: dict
     primitive_names: frozenset
     frozen: bool
@@ -205,7 +206,8 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         mesh = C.mesh_of(config)
         model = C.build_planner(config, tok.vocab_size, mesh)
         ctx = _Ctx(config, workdir, sandbox, domain, rc, rw, tok, C.sft_learner(model, config, mesh),
-                   C.grpo_learner(model, config, mesh), tasks_by_id, prim_names, frozen, progress)
+                   C.grpo_learner(model, config, mesh), C.refresh_learner(model, config, mesh), tasks_by_id,
+                   prim_names, frozen, progress)
         with_ref = ctx.grpo_l.config.grpo.beta > 0
 
         latest = C.latest_checkpoint(workdir)
@@ -326,7 +328,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
             state, metrics, iteration = L.grpo_iteration(
                 ctx.grpo_l, state, ctx.tok, tasks, library, ctx.sandbox, group_size=int(cfg.grpo.group_size),
                 rc=ctx.rc, key=L.iteration_key(seed, it), reward_config=ctx.rw, ref_params=ref,
-                mask_uniform_groups=bool(cfg.grpo.mask_uniform_groups))
+                mask_uniform_groups=bool(cfg.grpo.mask_uniform_groups), ppo_epochs=int(cfg.grpo.ppo_epochs))
             step += 1
             writer.write(step, {**metrics, "round": r})
             accs.append(metrics["accuracy"])
@@ -364,8 +366,8 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
                                                      replace=False)]
             demos = _sft_demos(ctx, pick, candidate_library)
             if demos:
-                sft_state = ctx.sft_l.state_from_params(state.params)
-                sft_state = L.sft_phase(ctx.sft_l, sft_state, demos, steps=refresh,
+                sft_state = ctx.refresh_l.state_from_params(state.params)
+                sft_state = L.sft_phase(ctx.refresh_l, sft_state, demos, steps=refresh,
                                         batch_size=int(cfg.sft.batch_size), seed=seed * 1000 + r, rc=ctx.rc,
                                         pad_id=ctx.tok.pad_id)
                 state = ctx.grpo_l.state_from_params(sft_state.params)

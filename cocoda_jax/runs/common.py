@@ -175,6 +175,13 @@ def sft_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Lea
     return Learner(model, LearnerConfig(optim=optim, num_micro_batches=s.micro_batches), mesh)
 
 
+def refresh_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
+    """The short SFT refresh of a co-evolution round: a constant, small learning rate (a fresh Adam
+    on a few hundred demonstrations at the SFT peak rate would undo the GRPO policy)."""
+    optim = OptimConfig(learning_rate=config.coevolve.refresh_learning_rate, schedule="constant", clip_norm=1.0)
+    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=config.sft.micro_batches), mesh)
+
+
 def grpo_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
     g = config.grpo
     optim = OptimConfig(learning_rate=g.learning_rate, schedule="constant", clip_norm=1.0)
@@ -229,7 +236,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "grpo_learner", "latest_checkpoint",
+    "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "require", "restore_state", "reward_config", "rollout_config",
     "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",
 ]

@@ -110,7 +110,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                 grpo_state, metrics, _ = L.grpo_iteration(
                     grpo_l, grpo_state, tok, tasks, library, sandbox, group_size=config.grpo.group_size, rc=rc,
                     key=L.iteration_key(seed, it), reward_config=rw, ref_params=ref,
-                    mask_uniform_groups=config.grpo.mask_uniform_groups)
+                    mask_uniform_groups=config.grpo.mask_uniform_groups, ppo_epochs=int(config.grpo.ppo_epochs))
                 step = S + it + 1
                 writer.write(step, metrics)
                 bar.update(1)

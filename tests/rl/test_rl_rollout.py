@@ -12,6 +12,7 @@ from cocoda_jax.models.config import tiny
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
 from cocoda_jax.rl.learner import Learner, LearnerConfig
+from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import SamplerPolicy, Tokenizer, bucket_length, grpo_batch, sample_rollouts
 
 pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
@@ -134,3 +135,24 @@ def test_grpo_batch_places_columns_and_refuses_long_records():
     with pytest.raises(ValueError, match="more than length"):
         grpo_batch(recs, [0.0, 0.0], 2)
     assert bucket_length(65, 64, 512) == 128 and bucket_length(700, 64, 512) == 512 and bucket_length(0, 64, 512) == 64
+
+
+def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
+    """Two PPO epochs take two optimizer steps on the same rollouts; the second epoch sees a ratio
+    away from 1 (the sampler's log-probs are the old policy's)."""
+    from cocoda_jax.rl import grpo as G
+    from cocoda_jax.rl.update import OptimConfig
+
+    tasks, tok, model = setup
+    learner = Learner(model, LearnerConfig(optim=OptimConfig(learning_rate=1e-2), grpo=G.GRPOConfig(beta=0.0)))
+    rc = L.RolloutConfig(max_steps=2, max_len=256, max_new_tokens=8, card_style="bare")
+    state, metrics, it = L.grpo_iteration(learner, learner.init_state(), tok, tasks[:2], math_library, sandbox,
+                                          group_size=2, rc=rc, key=jax.random.key(3), ppo_epochs=2,
+                                          mask_uniform_groups=False,
+                                          reward_config=RewardConfig(malformed_penalty=0.1))
+    assert int(state.step) == 2 and metrics["grpo/step"] == 2
+    assert len(it.trajectories) == 4 and len(it.group_rewards(lambda t, b: b.total)) == 2
+    assert metrics["grpo/ratio"] != 1.0
+    with pytest.raises(ValueError, match="ppo_epochs"):
+        L.grpo_iteration(learner, state, tok, tasks[:1], math_library, sandbox, group_size=2, rc=rc,
+                         key=jax.random.key(0), ppo_epochs=0)
