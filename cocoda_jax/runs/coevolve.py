@@ -7,10 +7,11 @@ demonstrations. Stage 3: rounds of
     tasks (RODS curriculum or a static pool) -> G rollouts each -> reward -> GRPO step   (x K)
     -> mine the round's successful trajectories -> validate -> INSERTTOOL
     -> refactor the stored demonstrations with the new composites -> a short SFT refresh on them
+       (only when a composite was inserted: the planner must learn to call it)
     -> evaluate on the validation split -> accept the (planner, library) pair or keep the incumbent
 
-``frozen_library`` (the baseline): no warm library, no mining; the refresh trains on the gold
-primitive demonstrations instead, so both arms get the same optimizer steps.
+``frozen_library`` (the baseline): no warm library, no mining, hence no refresh: the same GRPO
+steps on the same tasks with the primitives only.
 
 Checkpoints: one after SFT and one after every round (train state, the incumbent library, the
 run's progress record, the stored demonstrations' programs, the RODS files). A resumed run repeats
@@ -360,7 +361,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
                 new_programs.append((tr.task_id, tr.program()))
             programs = new_programs
         refresh = int(cfg.coevolve.refresh_sft_steps)
-        if refresh > 0:
+        if refresh > 0 and accepted_cands:
             rng = np.random.default_rng([seed, 13, r])
             pick = [programs[i] for i in rng.choice(len(programs), min(len(programs), int(cfg.coevolve.refresh_demos)),
                                                      replace=False)]
