@@ -93,7 +93,10 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                 ev = L.evaluate(sft_l.model(state), tok, domain.val, library, sandbox, rc, reward_config=rw,
                                 seed=seed)
                 writer.write(S, ev.metrics("val"))
-                prog.update(phase="grpo", sft_accuracy=ev.accuracy, iteration=0,
+                sft_test = L.evaluate(sft_l.model(state), tok, domain.test, library, sandbox, rc, reward_config=rw,
+                                      seed=seed)
+                writer.write(S, sft_test.metrics("sft_test"))
+                prog.update(phase="grpo", sft_accuracy=ev.accuracy, sft_test_accuracy=sft_test.accuracy, iteration=0,
                             evals=[{"step": S, "iteration": 0, "val_accuracy": ev.accuracy}])
                 grpo_state = grpo_l.state_from_params(state.params)
                 ref = grpo_l.state_from_params(state.params).params if with_ref else None
@@ -133,7 +136,6 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
 
         final = L.evaluate(grpo_l.model(grpo_state), tok, domain.test, library, sandbox, rc, reward_config=rw,
                            seed=seed)
-        sft_test = None
         writer.write(S + I, final.metrics("test"))
         writer.close()
         evals = prog["evals"]
@@ -142,7 +144,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
             "sft_steps": S, "grpo_iterations": I,
             "accuracy": {"sft_val": prog["sft_accuracy"], "grpo_val": evals[-1]["val_accuracy"],
                          "best_val": best["val_accuracy"], "best_val_iteration": best["iteration"],
-                         "grpo_test": final.accuracy, "sft_test": sft_test},
+                         "grpo_test": final.accuracy, "sft_test": prog.get("sft_test_accuracy")},
             "val_curve": evals, "calls_per_solved_test": final.calls_per_solved,
             "wall_s_this_process": time.perf_counter() - t_start,
         }
