@@ -273,6 +273,13 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     return state, metrics, Iteration(tuple(trajs), tuple(records), tuple(breakdowns), group_size)
 
 
+def sample_tasks(pool: Sequence[Any], n: int, seed: int, iteration: int, stream: int = 7) -> list[Any]:
+    """``n`` distinct tasks of ``pool`` for GRPO iteration ``iteration`` (a static task source):
+    a pure function of ``(seed, stream, iteration)``; ``stream`` keeps two users' draws apart."""
+    rng = np.random.default_rng([seed, stream, iteration])
+    return [pool[i] for i in rng.choice(len(pool), n, replace=False)]
+
+
 def iteration_key(seed: int, iteration: int) -> jax.Array:
     """The sampling key of GRPO iteration ``iteration`` (a pure function of the run's seed)."""
     return jax.random.fold_in(jax.random.key(seed), iteration)
@@ -281,5 +288,5 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 __all__ = [
     "CARD_STYLES", "Evaluation", "bare_card", "Iteration", "RolloutConfig", "cards_for", "demonstration_records", "evaluate",
     "gold_segments",
-    "grpo_iteration", "iteration_key", "name_card", "sft_batch", "sft_phase", "signature_card", "summarize",
+    "grpo_iteration", "iteration_key", "sample_tasks", "name_card", "sft_batch", "sft_phase", "signature_card", "summarize",
 ]

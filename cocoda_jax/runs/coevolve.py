@@ -46,9 +46,6 @@ from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.runs import common as C
 
-PHASES = ("sft", "rounds", "done")
-
-
 def _bar(total: int, initial: int, desc: str, enabled: bool):
     from tqdm import tqdm
     return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, dynamic_ncols=True, leave=False)
@@ -57,13 +54,6 @@ def _bar(total: int, initial: int, desc: str, enabled: bool):
 # ------------------------------------------------------------------------------------------------
 # Small pure helpers
 # ------------------------------------------------------------------------------------------------
-
-
-def library_counts(snapshot: Any, primitive_names: frozenset[str]) -> dict[str, int]:
-    names = snapshot.names()
-    composites = [n for n in names if snapshot.children(n)]
-    return {"library_size": len(names), "primitives": len(names) - len(composites), "composites": len(composites),
-            "max_depth": max((snapshot.depth(n) for n in names), default=0)}
 
 
 def rods_scalars(m: dict[str, Any]) -> dict[str, float]:
@@ -151,16 +141,29 @@ def _evaluate(ctx: _Ctx, params_model: Any, snapshot: Any, tasks) -> L.Evaluatio
 
 
 def _round_record(ctx: _Ctx, r: int, decision: Any, snapshot: Any, ev: L.Evaluation, train_acc: float | None,
-                  inserted: list[str], wall_s: float) -> dict[str, Any]:
-    questions = [t.question for t in ctx.domain.val[:int(ctx.config.report.retrieval_queries)]]
-    tokens = REP.retrieval_tokens_per_query(snapshot, questions, k=int(ctx.config.report.retrieval_k)) \
-        if questions else None
+                  inserted: list[str], wall_s: float, previous: dict | None = None,
+                  previous_library: Any = None) -> dict[str, Any]:
+    """``previous``/``previous_library``: the last record and its library; the retrieval cost is
+    measured again only when the library changed (an index build per round otherwise)."""
+    if previous is not None and previous_library is snapshot:
+        tokens = previous["retrieval_tokens_per_query"]
+    else:
+        questions = [t.question for t in ctx.domain.val[:int(ctx.config.report.retrieval_queries)]]
+        tokens = REP.retrieval_tokens_per_query(snapshot, questions, k=int(ctx.config.report.retrieval_k)) \
+            if questions else None
     return {"round": r, "outcome": decision.outcome if decision else "initial",
             "reason": decision.reason if decision else "the SFT planner with the warm library",
-            **library_counts(snapshot, ctx.primitive_names), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
+            **_library_fields(snapshot), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
             "train_accuracy": train_acc, "tool_calls_per_solved": ev.calls_per_solved,
             "composite_share": ev.composite_share, "retrieval_tokens_per_query": tokens, "inserted": inserted,
             "composite_uses": ev.composite_uses, "wall_s": wall_s}
+
+
+def _library_fields(snapshot: Any) -> dict[str, int]:
+    """The round record's library fields, from the report module's summary."""
+    lib = REP.library_summary(snapshot)
+    return {"library_size": lib["size"], "primitives": lib["primitives"], "composites": lib["composites"],
+            "max_depth": lib["max_depth"]}
 
 
 def _demo_trajectories(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any) -> list[Any]:
@@ -201,9 +204,9 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         prim_names = frozenset(primitives.names())
         tasks_by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
         sft_tasks = domain.train[:int(config.sft.n_demos)]
-        gold_segments = L.gold_segments(domain.train, primitives, rc)
-        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in gold_segments), config.model.vocab_size,
-                              config.model.hf_checkpoint)
+        cards = L.cards_for(primitives, rc.card_style)  # the texts are rendered only if a BPE is trained
+        tok = C.tokenizer_for(workdir, (T.segments_text(T.demonstration_segments(t, cards)) for t in domain.train),
+                              config.model.vocab_size, config.model.hf_checkpoint)
         mesh = C.mesh_of(config)
         model = C.build_planner(config, tok.vocab_size, mesh)
         ctx = _Ctx(config, workdir, sandbox, domain, rc, rw, tok, C.sft_learner(model, config, mesh),
@@ -212,19 +215,16 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         with_ref = ctx.grpo_l.config.grpo.beta > 0
 
         latest = C.latest_checkpoint(workdir)
+        writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
         if latest is None:
-            prog, library, state, ref = _stages_1_and_2(ctx, sft_tasks, primitives)
+            prog, library, state, ref = _stages_1_and_2(ctx, sft_tasks, primitives, abs_cfg, writer)
+            _save(ctx, prog, library, state, ref)
         else:
             prog = dict(latest.payloads["progress"])
             library = latest.payloads["library"]
             state, ref = C.restore_state(workdir, ctx.grpo_l, latest.step, with_ref)
             if "rods_files" in latest.payloads and config.rods.enabled:
                 write_tree(workdir / "rods", latest.payloads["rods_files"])
-        writer = MetricsWriter(workdir, resume_step=int(prog["global_step"]) if latest else None)
-        if latest is None:
-            writer.write(int(prog["global_step"]), {f"val/{k}": v for k, v in (
-                ("accuracy", prog["records"][0]["val_accuracy"]),) if v is not None})
-            _save(ctx, prog, library, state, ref)
 
         curriculum = None
         seeds = domain.train[:int(config.rods.n_seeds)]
@@ -232,18 +232,18 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
             curriculum = Curriculum(seeds, rods_cfg, workdir, run_seed=seed, library=library, sandbox=sandbox,
                                     background=bool(config.rods.background))
         try:
-            state = _rounds(ctx, prog, library, state, ref, writer, curriculum, seeds, abs_cfg, acc_cfg,
-                            stop_after_round)
+            state, library = _rounds(ctx, prog, library, state, ref, writer, curriculum, seeds, abs_cfg, acc_cfg,
+                                     stop_after_round)
         finally:
             if curriculum is not None:
                 curriculum.close()
             writer.close()
         if stop_after_round is not None and int(prog["round"]) < int(config.coevolve.rounds):
             return {"stopped_after_round": int(prog["round"])}
-        return _finish(ctx, prog, t_process)
+        return _finish(ctx, prog, state, library, t_process)
 
 
-def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives):
+def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives, abs_cfg: AbstractorConfig, writer: MetricsWriter):
     """Warm library (unless frozen), refactored demonstrations, SFT, the initial evaluation."""
     cfg = ctx.config
     t0 = time.perf_counter()
@@ -251,8 +251,7 @@ def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives):
     if ctx.frozen:
         library, demo_traces, warm_log = primitives, traces, []
     else:
-        warm = warm_library(traces, primitives, ctx.sandbox, rounds=int(cfg.warm.rounds),
-                            config=C.section(cfg.coevolve, "abstractor", AbstractorConfig))
+        warm = warm_library(traces, primitives, ctx.sandbox, rounds=int(cfg.warm.rounds), config=abs_cfg)
         library, demo_traces = warm.snapshot, list(warm.traces)
         warm_log = [o.to_record() for o in warm.rounds]
     programs = [(tr.task_id, tr.program()) for tr in demo_traces]
@@ -262,29 +261,28 @@ def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives):
     state = ctx.sft_l.init_state()
     steps = int(cfg.sft.steps)
     bar = _bar(steps, 0, "stage 2: SFT", ctx.progress)
-    sft_log: list[dict] = []
 
     def on_step(step, st, metrics):
+        writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
-        if step % 10 == 0 or step == steps:
-            sft_log.append({"step": step, **{f"sft/{k}": v for k, v in metrics.items()}})
 
     state = L.sft_phase(ctx.sft_l, state, demos, steps=steps, batch_size=int(cfg.sft.batch_size),
                         seed=int(cfg.seed), rc=ctx.rc, pad_id=ctx.tok.pad_id, on_step=on_step)
     bar.close()
     ev = _evaluate(ctx, ctx.sft_l.model(state), library, ctx.domain.val)
     grpo_state = ctx.grpo_l.state_from_params(state.params)
-    ref = ctx.grpo_l.state_from_params(state.params).params if ctx.grpo_l.config.grpo.beta > 0 else None
+    ref = C.frozen_copy(grpo_state.params) if ctx.grpo_l.config.grpo.beta > 0 else None
+    writer.write(steps, {"val/accuracy": ev.accuracy})
     record = _round_record(ctx, 0, None, library, ev, None, sorted(set(library.names()) - ctx.primitive_names),
                            time.perf_counter() - t0)
     inc = A.initial("round-0", library, ev.accuracy, ev.used_tools)
-    prog = {"phase": "rounds", "round": 0, "global_step": steps, "records": [record], "sft_accuracy": ev.accuracy,
-            "sft_log": sft_log, "warm": {"rounds": warm_log, "seconds": warm_s, "demos": len(demos)},
+    prog = {"round": 0, "global_step": steps, "records": [record], "sft_accuracy": ev.accuracy,
+            "warm": {"rounds": warm_log, "seconds": warm_s, "demos": len(demos)},
             "demo_programs": [list(p) for p in programs], "excluded": [],
             "incumbent": {"round": 0, "val_reward": inc.val_reward, "best_reward": inc.best_reward,
                           "used_tools": sorted(inc.used_tools)},
-            "decisions": [], "rods_metrics": [], "train_metrics": []}
+            "decisions": [], "rods_metrics": []}
     return prog, library, grpo_state, ref
 
 
@@ -322,8 +320,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
             if curriculum is not None:
                 tasks = list(curriculum.sample(int(cfg.grpo.tasks_per_iteration), seed=seed * 100_003 + it))
             else:
-                rng = np.random.default_rng([seed, 11, it])
-                tasks = [seeds[i] for i in rng.choice(len(seeds), int(cfg.grpo.tasks_per_iteration), replace=False)]
+                tasks = L.sample_tasks(seeds, int(cfg.grpo.tasks_per_iteration), seed, it, stream=11)
             for t in tasks:
                 ctx.tasks_by_id.setdefault(str(t.id), t)
             state, metrics, iteration = L.grpo_iteration(
@@ -391,6 +388,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         else:
             ev_final = ev
         incumbent = new_inc
+        previous_library = library
         if decision.outcome == "accept":
             library = candidate_library
             prog["demo_programs"] = [list(p) for p in programs]
@@ -401,7 +399,8 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
             prog["rods_metrics"] = list(prog["rods_metrics"]) + [rods_m]
         record = _round_record(ctx, r, decision, library if decision.outcome != "reject" else incumbent.library,
                                ev_final if ev_final is not None else ev, float(np.mean(accs)),
-                               inserted if decision.outcome == "accept" else [], time.perf_counter() - t_round)
+                               inserted if decision.outcome == "accept" else [], time.perf_counter() - t_round,
+                               previous=prog["records"][-1], previous_library=previous_library)
         if decision.outcome == "reject":  # the kept pair's numbers, not the refused proposal's
             prev_rec = prog["records"][-1]
             for key in ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses"):
@@ -427,14 +426,12 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         rounds_bar.set_postfix(acc=f"{record['val_accuracy']:.2f}", lib=record["library_size"],
                                outcome=decision.outcome)
     rounds_bar.close()
-    return state
+    return state, library
 
 
-def _finish(ctx: _Ctx, prog: dict, t_process: float) -> dict[str, Any]:
-    """The final test evaluation of the incumbent, report.json, plots and the DAG drawing."""
-    latest = C.latest_checkpoint(ctx.workdir)
-    library = latest.payloads["library"]
-    state, _ = C.restore_state(ctx.workdir, ctx.grpo_l, latest.step, False)
+def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -> dict[str, Any]:
+    """The final test evaluation of the incumbent (the loop's last state: the accepted planner),
+    report.json, plots and the DAG drawing."""
     test = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.test)
     rounds = [{k: v for k, v in rec.items() if k in REP.ROUND_KEYS} for rec in prog["records"]]
     wall = sum(float(rec["wall_s"]) for rec in prog["records"])
@@ -450,4 +447,4 @@ def _finish(ctx: _Ctx, prog: dict, t_process: float) -> dict[str, Any]:
     return report
 
 
-__all__ = ["PHASES", "library_counts", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]
+__all__ = ["rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]

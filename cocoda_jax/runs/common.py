@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 
 from cocoda_jax import checkpoint as ckpt
@@ -203,6 +204,11 @@ def reward_config(config: ml_collections.ConfigDict) -> R.RewardConfig:
 # ------------------------------------------------------------------------------------------------
 
 
+def frozen_copy(params: Any) -> Any:
+    """A copy of ``params`` (same shardings) that outlives the donated train state: the KL reference."""
+    return jax.tree.map(jnp.copy, params)
+
+
 def train_tree(state: TrainState, ref_params: Any = None) -> dict[str, Any]:
     """The arrays a checkpoint holds: the learner's state and, with a KL term, the frozen reference."""
     tree = {"params": state.params, "opt_state": state.opt_state, "step": state.step}
@@ -230,13 +236,13 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
     own structure and shardings (so the jitted steps take it without recompiling)."""
     fresh = learner.init_state()
     target = ckpt.abstract_state(train_tree(fresh, fresh.params if with_ref else None))
-    restored = ckpt.restore(Path(workdir) / "checkpoints", target, step).state
+    restored = ckpt.restore(Path(workdir) / "checkpoints", target, step, decoders={}).state
     state = TrainState(params=restored["params"], opt_state=restored["opt_state"], step=restored["step"])
     return state, restored.get("ref_params")
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "grpo_learner", "refresh_learner", "latest_checkpoint",
+    "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "require", "restore_state", "reward_config", "rollout_config",
     "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",
 ]

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import ml_collections
-import numpy as np
 
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
@@ -28,12 +27,6 @@ from cocoda_jax.runs import common as C
 def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
     from tqdm import tqdm
     return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, dynamic_ncols=True)
-
-
-def grpo_tasks(train: tuple[Any, ...], n: int, seed: int, iteration: int) -> list[Any]:
-    """The tasks of GRPO iteration ``iteration`` (``n`` distinct, a function of seed and iteration)."""
-    rng = np.random.default_rng([seed, 7, iteration])
-    return [train[i] for i in rng.choice(len(train), n, replace=False)]
 
 
 def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: bool = True,
@@ -99,7 +92,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                 prog.update(phase="grpo", sft_accuracy=ev.accuracy, sft_test_accuracy=sft_test.accuracy, iteration=0,
                             evals=[{"step": S, "iteration": 0, "val_accuracy": ev.accuracy}])
                 grpo_state = grpo_l.state_from_params(state.params)
-                ref = grpo_l.state_from_params(state.params).params if with_ref else None
+                ref = C.frozen_copy(grpo_state.params) if with_ref else None
                 save(S, grpo_state, ref)
                 if stop(S):
                     raise _Stop(S)
@@ -109,7 +102,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
             # ---------------------------------------------------------------- GRPO
             bar = _progress_bar(I, int(prog["iteration"]), "GRPO", progress)
             for it in range(int(prog["iteration"]), I):
-                tasks = grpo_tasks(domain.train, config.grpo.tasks_per_iteration, seed, it)
+                tasks = L.sample_tasks(domain.train, config.grpo.tasks_per_iteration, seed, it)
                 grpo_state, metrics, _ = L.grpo_iteration(
                     grpo_l, grpo_state, tok, tasks, library, sandbox, group_size=config.grpo.group_size, rc=rc,
                     key=L.iteration_key(seed, it), reward_config=rw, ref_params=ref,
@@ -158,4 +151,4 @@ class _Stop(Exception):
         self.step = step
 
 
-__all__ = ["grpo_tasks", "run"]
+__all__ = ["run"]
