@@ -97,7 +97,8 @@ class SamplerPolicy:
         self._line_end = frozenset(tokenizer.line_end_ids)
         self.key = key
         self.max_len = int(max_len)
-        self._state = None
+        self._state = None   # the sampler's state once a row has been sampled
+        self._started = False
         self._turn = 0
         self._segments: list[list[tuple[tuple[int, ...], int, tuple[float, ...]]]] = []
         self._ended_with_newline: list[bool] = []
@@ -106,16 +107,16 @@ class SamplerPolicy:
 
     def __call__(self, contexts: Sequence[str], rows: Sequence[int]) -> list[Generation]:
         key = jax.random.fold_in(self.key, self._turn)
-        if self._state is None:
+        if not self._started:
+            self._started = True
             prompts = [self.tok.encode(c) for c in contexts]
             self._segments = [[(tuple(p), 0, (0.0,) * len(p))] for p in prompts]
             self._ended_with_newline = [True] * len(prompts)
             # a prompt that leaves no room for one step within max_len is never sampled: its rollout
-            # writes nothing (and fails); counted in ``overflowed`` so a launcher can report it
+            # writes nothing (and fails); counted in ``overflowed``
             self._exhausted = [len(p) + self.params.max_new_tokens > self.max_len for p in prompts]
             self.overflowed = sum(self._exhausted)
             if all(self._exhausted):
-                self._state = "empty"
                 self._turn += 1
                 return [Generation("", (), (), "max_len") for _ in rows]
             out = self.sampler.generate([[self.tok.pad_id] if x else p for p, x in zip(prompts, self._exhausted)],
@@ -133,7 +134,7 @@ class SamplerPolicy:
                 if not self._exhausted[row]:
                     obs[row] = ids
                     self._segments[row].append((tuple(ids), 0, (0.0,) * len(ids)))
-            if not any(obs) or self._state == "empty":  # every live row is out of room: nothing to sample
+            if not any(obs):  # every live row is out of room (or none was ever sampled): nothing to sample
                 self._turn += 1
                 return [Generation("", (), (), "max_len") for _ in rows]
             out = self.sampler.continue_generation(self._state, obs, self.params, key)
