@@ -17,7 +17,7 @@ def get_config() -> ml_collections.ConfigDict:
     # "wording": the generator's held-out templates and entities (a much harder transfer test).
     c.domain = ml_collections.ConfigDict(dict(
         name="synthetic_math", seed=0, max_depth=2, n_train=2000, n_val=128, n_test=128, heldout="instances",
-        data_dir=""))
+        data_dir="", grow_library_to=0))
 
     # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
     # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).
@@ -30,11 +30,18 @@ def get_config() -> ml_collections.ConfigDict:
     c.distributed = ml_collections.ConfigDict(dict(
         initialize=False, coordinator_address="", num_processes=1, process_id=0))
 
-    # Episodes: the action format's turn limit, the token budget of one rollout, sampling, the
-    # prompt's tool cards ("bare" names: the tiny planner's context cannot afford more).
+    # Episodes: the action format's turn limit, the token budget of one rollout, sampling.
     c.rollout = ml_collections.ConfigDict(dict(
-        max_steps=8, max_len=384, max_new_tokens=24, temperature=0.6, top_k=0, card_style="bare",
-        timeout_s=10.0, length_multiple=64))
+        max_steps=8, max_len=384, max_new_tokens=24, temperature=0.6, top_k=0, timeout_s=10.0,
+        length_multiple=64))
+
+    # The prompt's tool cards C_q(L) (cocoda_jax.rl.prompts.RetrievalConfig): "cascade" = the typed DAG
+    # retrieval cascade per question (k cards; L2 adds the usage votes of the `neighbours` most similar
+    # solved training questions), "full" = the whole library (the -TDR ablation), "none" = no cards.
+    # "bare" cards are names alone: the tiny planner's context cannot afford more.
+    c.retrieval = ml_collections.ConfigDict(dict(
+        mode="cascade", k=8, card_style="bare", l1_max_cost=3.0, l2_shortlist=12, l2_keep=16, neighbours=10,
+        usage_weight=10.0, with_children=False))
 
     # R = R_res + lam * sum Phi (PAPERS.md A.4), with the documented options.
     c.reward = ml_collections.ConfigDict(dict(
@@ -62,9 +69,11 @@ def get_config() -> ml_collections.ConfigDict:
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),
         acceptance=ml_collections.ConfigDict(dict(tolerance=0.04, reference="best", allow_planner_only=True))))
 
-    # RODS: the task curriculum (on by default); thresholds are cocoda_jax.rods.RodsConfig's fields.
+    # RODS: the task curriculum (on by default); thresholds are cocoda_jax.rods.RodsConfig's fields;
+    # signal: what the tracker reads, "reward" (R = R_res + lam * sum Phi, what GRPO trains on) or
+    # "progress" (the RODS paper's R_P).
     c.rods = ml_collections.ConfigDict(dict(
-        enabled=True, n_seeds=256, background=True,
+        enabled=True, n_seeds=256, background=True, signal="reward",
         thresholds=ml_collections.ConfigDict(dict(
             window=4, mastered=0.85, hard=0.2, beta=0.2, p_max=400, burn_in_epochs=1, synth_per_epoch=8,
             variants_per_seed=2, k_max=3))))

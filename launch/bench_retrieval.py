@@ -1,5 +1,24 @@
 r"""Token cost, recall and latency of typed DAG retrieval against flat and text-hierarchical retrieval.
 
+Two modes.
+
+**On the questions the planner sees** (``--domain``)::
+
+    python -m launch.bench_retrieval --domain=synthetic_math --split=val --k=8 --queries=128 --json_out=F
+        [--grow_library_to=1600] [--heldout=wording]
+
+Stage 1 of the main job (the warm library from the default config's 2,000 training programs), its
+refactored programs as the usage evidence, then for each validation (or test) question the
+candidate set of: ``typed_dag`` (the prompt's cascade, :func:`cocoda_jax.rl.prompts.candidate_tools`),
+``typed_dag_no_usage`` (the same cascade without usage votes), ``flat`` (BM25 over every card),
+``flat_usage`` (flat BM25 plus the same usage votes, no types or DAG) and ``text_hier`` (the RAPTOR-style
+tree). A task counts as ``all_gold_found`` when the set holds every tool of its gold program or of the
+same program refactored to call the library's composites; ``gold_recall`` is the mean share found.
+Writes ``{"domain", "split", "k", "queries", "library_size", "full_bare_list_tokens", "methods":
+{name: {"all_gold_found", "gold_recall", "tokens", "tokens_mechanical", "p50_ms"}}, "cost_model"}``.
+
+**On synthetic libraries of growing size** (``--sizes``)::
+
     python -m launch.bench_retrieval --sizes=100,400,1600,6400,25600,102400 --k=8 --queries=200 \
         --seed=0 --json_out=/tmp/bench_retrieval.json --plot_out=/tmp/bench_retrieval.png
 
@@ -15,9 +34,15 @@ would keep them; LM reading time is not simulated).
 Methods: ``typed_dag`` (the cascade; the LM reads L2 one-liners, L3 specs, L4 examples and the final
 cards), ``typed_dag_mech`` (L3/L4 checked mechanically, not shown to an LM), ``flat`` (every card),
 ``flat_summaries`` (every one-liner, then a shortlist's cards) and ``text_hier`` (RAPTOR-style tree).
-Prints and writes JSON ``{"k", "sizes", "methods": {name: {"tokens", "tokens_p95", "recall",
-"recall_at_1", "p50_ms", "p95_ms"}}, "per_size", "goals"}``, lists aligned with sizes (``recall`` is
-recall@k of the gold tool; ``tokens`` the mean).
+Prints and writes JSON ``{"k", "sizes", "methods": {name: {"tokens", "tokens_mechanical",
+"tokens_p95", "recall", "recall_at_1", "p50_ms", "p95_ms"}}, "per_size", "goals", "cost_model"}``,
+lists aligned with sizes (``recall`` is recall@k of the gold tool; ``tokens`` the mean).
+
+**Cost models** (both in every JSON, key ``cost_model``): ``tokens`` charges every method for every
+list a language model must read to rank (model b, "LM rankers": the cascade's L2 one-liners of all
+of S1, L3 specs, L4 examples; flat's every card; flat_summaries' every one-liner and its shortlist's
+cards; each level of the text tree) plus the final cards; ``tokens_mechanical`` (model a,
+"mechanical rankers": BM25 and types cost nothing) charges only the final cards put in the prompt.
 """
 
 from __future__ import annotations
@@ -44,6 +69,21 @@ _TOKENIZER = flags.DEFINE_string("tokenizer", "qwen3", "'qwen3', a local HF toke
 _SANDBOX = flags.DEFINE_boolean("sandbox", False, "Evaluate L3 pre-conditions in a Sandbox (else skipped).")
 
 METHODS = ("typed_dag", "typed_dag_mech", "flat", "flat_summaries", "text_hier")
+COST_MODEL = {
+    "tokens": "b, LM rankers: every candidate list an LM must read to rank (cascade L2 over S1, L3, L4; flat "
+              "all cards; flat_summaries all one-liners + shortlist cards; every text-tree level) + final cards",
+    "tokens_mechanical": "a, mechanical rankers: BM25 and type matching cost nothing; only the final cards "
+                         "shown to the planner count",
+}
+_DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's questions (synthetic_math) instead of --sizes.")
+_SPLIT = flags.DEFINE_enum("split", "val", ["val", "test"], "Which held-out questions (--domain mode).")
+_HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "config.domain.heldout (--domain mode).")
+_GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
+
+
+def _mechanical(r) -> int:
+    """Model (a): the tokens of the final cards only."""
+    return r.stage("cards").tokens
 
 
 def run_size(size: int, k: int, n_queries: int, seed: int, counter, cache_dir: str, sandbox=None) -> dict:
@@ -72,18 +112,20 @@ def run_size(size: int, k: int, n_queries: int, seed: int, counter, cache_dir: s
            "tree_depth": tree.depth(), "methods": {}}
     subgoals = [extract_subgoal(q.text, q.answer_type) for q in queries]
     for name, fn in runners.items():
-        toks, hits, hits1, ms, stage_tokens = [], 0, 0, [], {}
+        toks, mech, hits, hits1, ms, stage_tokens = [], [], 0, 0, [], {}
         for q, sg in zip(queries, subgoals):
             t0 = time.perf_counter()
             r = fn(sg)
             ms.append((time.perf_counter() - t0) * 1000)
             toks.append(r.total_tokens)
+            mech.append(_mechanical(r))
             hits += q.gold in r.selected
             hits1 += r.selected[:1] == (q.gold,)
             for s in r.stages:
                 stage_tokens[s.stage] = stage_tokens.get(s.stage, 0) + s.tokens
         out["methods"][name] = {
-            "tokens": float(np.mean(toks)), "tokens_p95": float(np.percentile(toks, 95)),
+            "tokens": float(np.mean(toks)), "tokens_mechanical": float(np.mean(mech)),
+            "tokens_p95": float(np.percentile(toks, 95)),
             "recall": hits / len(queries), "recall_at_1": hits1 / len(queries), "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
             "stage_tokens_mean": {s: v / len(queries) for s, v in stage_tokens.items()},
         }
@@ -103,6 +145,9 @@ def goals(result: dict) -> dict:
             "text_hier_goal_6x": m["text_hier"]["tokens"][i] / t >= 6,
             "recall_no_worse": m["typed_dag"]["recall"][i] >= max(m["flat"]["recall"][i], m["text_hier"]["recall"][i]),
             "mech_text_hier_over_typed": m["text_hier"]["tokens"][i] / m["typed_dag_mech"]["tokens"][i],
+            "cost_model_a": {"flat_over_typed": m["flat"]["tokens_mechanical"][i] / m["typed_dag"]["tokens_mechanical"][i],
+                             "text_hier_over_typed": m["text_hier"]["tokens_mechanical"][i]
+                             / m["typed_dag"]["tokens_mechanical"][i]},
         }
     if 1600 in sizes and max(sizes) >= 102400:
         i, j = sizes.index(1600), sizes.index(max(sizes))
@@ -112,25 +157,110 @@ def goals(result: dict) -> dict:
     return g
 
 
+def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
+                     grow_library_to: int = 0, n_train: int = 2000) -> dict:
+    """The ``--domain`` mode (see the module doc)."""
+    from configs import default
+    from cocoda_jax.coevolve.rounds import warm_library
+    from cocoda_jax.coevolve.traces import trace_from_program
+    from cocoda_jax.coevolve.validate import gold_tool_sets
+    from cocoda_jax.execution import Sandbox
+    from cocoda_jax.retrieval.usage import UsageIndex
+    from cocoda_jax.rl.prompts import RetrievalConfig, candidate_tools, question_subgoal
+    from cocoda_jax.runs import common as C
+
+    config = default.get_config()
+    config.seed = config.domain.seed = seed
+    config.domain.update(dict(name=domain, heldout=heldout, n_train=n_train, n_val=n_queries, n_test=n_queries,
+                              grow_library_to=grow_library_to))
+    with Sandbox(workers=2) as sandbox:
+        dom = C.build_domain(config, sandbox)
+        t0 = time.perf_counter()
+        traces = [trace_from_program(str(t.id), t.program, t.inputs, t.intermediates) for t in dom.train]
+        warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds))
+        warm_s = time.perf_counter() - t0
+    snap = warm.snapshot
+    usage = UsageIndex.from_programs([(tr.task_id, tr.program()) for tr in warm.traces],
+                                     {str(t.id): t.question for t in dom.train})
+    index = RetrievalIndex.build(snap, counter)
+    tree = baselines.TextTree(index, seed=seed)
+    tasks = list(dom.val if split == "val" else dom.test)
+    base = RetrievalConfig(k=k)
+    no_usage = RetrievalConfig(k=k, usage_weight=0.0)
+
+    def cascade(cfg, u):
+        def run(t):
+            r = retrieve(index, question_subgoal(t), cfg.cascade(),
+                         prior=u.votes(t.question, cfg.neighbours, exclude=str(t.id)) if u is not None else None)
+            assert r.selected + r.children == candidate_tools(t, snap, cfg, u, index=index)
+            return r
+        return run
+
+    def flat_usage(t):
+        return baselines.flat(index, question_subgoal(t), k, prior=usage.votes(t.question, base.neighbours,
+                                                                                exclude=str(t.id)),
+                              prior_weight=base.usage_weight)
+
+    runners = {
+        "typed_dag": cascade(base, usage),
+        "typed_dag_no_usage": cascade(no_usage, None),
+        "flat": lambda t: baselines.flat(index, question_subgoal(t), k),
+        "flat_usage": flat_usage,
+        "text_hier": lambda t: baselines.text_hier(index, question_subgoal(t), k, tree=tree),
+    }
+    gold = [gold_tool_sets(t, snap) for t in tasks]
+    out = {"domain": domain, "split": split, "heldout": heldout, "k": k, "queries": len(tasks), "seed": seed,
+           "library_size": len(snap), "composites": sum(snap.is_composite(n) for n in snap.names()),
+           "warm_s": round(warm_s, 1), "tokenizer": counter.name,
+           "full_bare_list_tokens": counter.count("\n".join(snap.topological_order())),
+           "full_card_list_tokens": baselines._all_cards_tokens(index)[1], "methods": {}, "cost_model": COST_MODEL}
+    for name, fn in runners.items():
+        found, share, toks, mech, ms = [], [], [], [], []
+        for t, sets in zip(tasks, gold):
+            t0 = time.perf_counter()
+            r = fn(t)
+            ms.append((time.perf_counter() - t0) * 1000)
+            chosen = set(r.selected) | set(r.children)
+            found.append(any(g <= chosen for g in sets))
+            share.append(max(len(g & chosen) / len(g) for g in sets))
+            toks.append(r.total_tokens)
+            mech.append(_mechanical(r))
+        out["methods"][name] = {"all_gold_found": float(np.mean(found)), "gold_recall": float(np.mean(share)),
+                                "tokens": float(np.mean(toks)), "tokens_mechanical": float(np.mean(mech)),
+                                "p50_ms": float(np.percentile(ms, 50))}
+    return out
+
+
+def _write(result: dict) -> None:
+    text = json.dumps(result, indent=1)
+    print(text)
+    if _JSON_OUT.value:
+        with open(_JSON_OUT.value, "w") as f:
+            f.write(text + "\n")
+
+
 def main(argv):
     del argv
-    sizes = [int(s) for s in _SIZES.value]
     counter = TokenCounter.from_config(_TOKENIZER.value)
+    if _DOMAIN.value:
+        _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, _QUERIES.value, _SEED.value, counter,
+                                _HELDOUT.value, _GROW.value))
+        return
+    sizes = [int(s) for s in _SIZES.value]
     sandbox = None
     if _SANDBOX.value:
         from cocoda_jax.execution import Sandbox
         sandbox = Sandbox(workers=2)
+    keys = ("tokens", "tokens_mechanical", "tokens_p95", "recall", "recall_at_1", "p50_ms", "p95_ms")
     result = {"k": _K.value, "sizes": sizes, "seed": _SEED.value, "tokenizer": counter.name,
-              "methods": {m: {"tokens": [], "tokens_p95": [], "recall": [], "recall_at_1": [], "p50_ms": [], "p95_ms": []}
-                          for m in METHODS},
-              "per_size": []}
+              "methods": {m: {key: [] for key in keys} for m in METHODS}, "per_size": [], "cost_model": COST_MODEL}
     try:
         for size in sizes:
             t0 = time.perf_counter()
             r = run_size(size, _K.value, _QUERIES.value, _SEED.value, counter, _CACHE.value, sandbox)
             r["wall_s"] = round(time.perf_counter() - t0, 1)
             for name, v in r["methods"].items():
-                for key in ("tokens", "tokens_p95", "recall", "recall_at_1", "p50_ms", "p95_ms"):
+                for key in keys:
                     result["methods"][name][key].append(round(v[key], 3))
             result["per_size"].append({k: v for k, v in r.items() if k != "methods"} |
                                       {"stage_tokens_mean": {n: v["stage_tokens_mean"] for n, v in r["methods"].items()}})
@@ -141,11 +271,7 @@ def main(argv):
         if sandbox is not None:
             sandbox.close()
     result["goals"] = goals(result)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if _JSON_OUT.value:
-        with open(_JSON_OUT.value, "w") as f:
-            f.write(text + "\n")
+    _write(result)
     if _PLOT_OUT.value:
         import matplotlib
         matplotlib.use("Agg")

@@ -23,8 +23,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from cocoda_jax.coevolve.abstractor import Candidate, rewrite
-from cocoda_jax.coevolve.traces import Trace
+from cocoda_jax.coevolve.abstractor import Candidate, NotStraightLine, pattern_from_source, rewrite
+from cocoda_jax.coevolve.traces import Trace, trace_from_program
 from cocoda_jax.library import InsertRejected, LibrarySnapshot, Tool
 from cocoda_jax.library import checks
 from cocoda_jax.values import values_equal
@@ -191,18 +191,20 @@ def validate(candidates: Sequence[Candidate], traces: Sequence[Trace], snapshot:
 
 
 def play_programs(tasks: Sequence[Any], programs: Sequence[str], snapshot: LibrarySnapshot, sandbox: Any, *,
-                  cards: Sequence[str] | None = None, timeout_s: float | None = None) -> list[Any]:
+                  cards: Any = None, timeout_s: float | None = None) -> list[Any]:
     """Each task's ``program`` played through the real episode loop (checker, sandbox,
     observations) in one lockstep batch: :func:`~cocoda_jax.rl.trajectory.gold_demonstration` for
-    many tasks and any program, e.g. a refactored one that calls the new composites."""
-    from cocoda_jax.rl.trajectory import ScriptedPolicy, render_prompt, run_episodes, tool_cards
+    many tasks and any program, e.g. a refactored one that calls the new composites. ``cards``: a
+    :data:`~cocoda_jax.rl.trajectory.CardSource` (default: the whole library)."""
+    from cocoda_jax.rl.trajectory import ScriptedPolicy, cards_of, render_prompt, run_episodes, tool_cards
 
     if len(tasks) != len(programs):
         raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
     if not tasks:
         return []
-    cards = tool_cards(snapshot) if cards is None else tuple(cards)
-    policies = [ScriptedPolicy(render_prompt(t, cards), tuple(p.strip().splitlines())) for t, p in zip(tasks, programs)]
+    cards = tool_cards(snapshot) if cards is None else cards
+    policies = [ScriptedPolicy(render_prompt(t, cards_of(cards, t)), tuple(p.strip().splitlines()))
+                for t, p in zip(tasks, programs)]
 
     def policy(contexts, rows):
         return [policies[r](c) for c, r in zip(contexts, rows)]
@@ -221,7 +223,35 @@ def refactored_demonstrations(result: ValidationResult, tasks: Sequence[Any], sa
     return play_programs([t for t, _ in chosen], [p for _, p in chosen], result.snapshot, sandbox, cards=cards)
 
 
+# ------------------------------------------------------------------------------------------------
+# Programs over a grown library
+# ------------------------------------------------------------------------------------------------
+
+
+def refactor_trace(trace: Trace, snapshot: LibrarySnapshot) -> Trace:
+    """``trace`` with every use of each straight-line composite of ``snapshot`` replaced by one call
+    of it, composites taken in topological order (a depth-2 composite sees its children's calls)."""
+    for name in snapshot.topological_order():
+        if not snapshot.is_composite(name):
+            continue
+        try:
+            pattern, order = pattern_from_source(snapshot.tool(name).source, snapshot)
+        except NotStraightLine:
+            continue
+        trace, _ = rewrite(trace, pattern, name, order)
+    return trace
+
+
+def gold_tool_sets(task: Any, snapshot: LibrarySnapshot) -> tuple[frozenset[str], ...]:
+    """The tools of ``task``'s gold program and of the same program refactored over ``snapshot``:
+    a candidate set that holds either lets the planner write a correct program."""
+    trace = trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
+    gold = frozenset(c.tool for c in trace.calls)
+    refactored = frozenset(c.tool for c in refactor_trace(trace, snapshot).calls)
+    return (gold,) if refactored == gold else (gold, refactored)
+
+
 __all__ = [
     "Refactoring", "Rejection", "STAGES", "ValidationConfig", "ValidationResult", "check_rewrites", "check_specs",
-    "play_programs", "refactored_demonstrations", "validate",
+    "gold_tool_sets", "play_programs", "refactor_trace", "refactored_demonstrations", "validate",
 ]

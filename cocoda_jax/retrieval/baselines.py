@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -63,14 +63,24 @@ def _finish(method: str, index: RetrievalIndex, ledger: Ledger, stages: list, se
                      ledger if keep_text else None)
 
 
-def flat(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, keep_text: bool = False) -> Retrieval:
+def flat(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, keep_text: bool = False,
+         prior: Mapping[str, float] | None = None, prior_weight: float = 1.0) -> Retrieval:
+    """``prior``: an LM-free score per tool added with ``prior_weight`` to BM25 (as the cascade's L2
+    takes it), so a prior's worth can be measured without the types and the DAG."""
     t_start = time.perf_counter()
     ledger = Ledger(index.counter, keep_text=keep_text)
     if keep_text:
         ledger.record("read", [render_card(index.tool(n)) for n in index.names])
     else:
         ledger.record_counted("read", *_all_cards_tokens(index))
-    selected = [n for n, _ in index.bm25.rank(subgoal.description, limit=k)]
+    if prior:
+        scores = index.bm25.scores(subgoal.description).astype(np.float64)
+        for n, v in prior.items():
+            if n in index.position:
+                scores[index.position[n]] += prior_weight * float(v)
+        selected = [n for n, _ in index.bm25.rank("", limit=k, scores=scores)]
+    else:
+        selected = [n for n, _ in index.bm25.rank(subgoal.description, limit=k)]
     stages = [StageReport("read", index.names, ledger.tokens["read"], ledger.records["read"], time.perf_counter() - t_start)]
     return _finish("flat", index, ledger, stages, selected, t_start, keep_text)
 

@@ -17,10 +17,12 @@ Nested survivor sets ``S0 ⊇ S1 ⊇ S2 ⊇ S3 ⊇ S4`` (S0 = the library):
   score is a zero-token, LM-free tie-break among equally typed tools.
 * **L2** (reads one-line descriptions): BM25 (bm25s) over name + description ranks S1, minus
   ``l2_cost_weight`` x the L1 cost, plus ``dense_weight`` x the cosine of sentence embeddings when
-  the index was built with a local encoder (``RetrievalIndex.build(snap, dense_model_dir=...)``); the top ``l2_shortlist`` are kept, then the DAG moves: *climb*
+  the index was built with a local encoder (``RetrievalIndex.build(snap, dense_model_dir=...)``),
+  plus ``prior_weight`` x an optional LM-free prior per tool (``retrieve(..., prior=...)``: the
+  usage votes of :mod:`.usage`); the top ``l2_shortlist`` are kept, then the DAG moves: *climb*
   adds a composite in S1 that calls at least ``climb_min`` shortlisted tools, *descend* adds the
-  S1 children of a shortlisted composite; S2 is the best ``l2_keep`` of those. The LM reads the
-  one-line records of S2.
+  S1 children of a shortlisted composite; S2 is the best ``l2_keep`` of those. An LM ranker must
+  read the one-line records of all of S1 to rank it: that is what L2 is charged.
 * **L3** (reads specs): drops tools above ``complexity_bound``, tools whose result is looser than
   the subgoal wants (``strict_result``), and tools whose pre-conditions are false on the values the
   query supplies. Pre-conditions are untrusted code: they are evaluated only in the ``sandbox``
@@ -82,6 +84,7 @@ class CascadeConfig:
     l2_keep: int = 12
     l2_cost_weight: float = 1.0
     dense_weight: float = 0.0
+    prior_weight: float = 1.0
     climb: bool = True
     climb_min: int = 2
     descend: bool = True
@@ -289,8 +292,9 @@ def execution_failures(index: RetrievalIndex, names: Sequence[str], sources: Map
 
 
 def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = CascadeConfig(), *,
-             sandbox: Any = None, keep_text: bool = False) -> Retrieval:
-    """Runs the four stages for one subgoal (see the module docstring)."""
+             sandbox: Any = None, keep_text: bool = False, prior: Mapping[str, float] | None = None) -> Retrieval:
+    """Runs the four stages for one subgoal (see the module docstring). ``prior``: an LM-free score
+    per tool (e.g. :meth:`~.usage.UsageIndex.votes`), added to L2 with ``prior_weight``."""
     t_start = time.perf_counter()
     ledger = Ledger(index.counter, keep_text=keep_text)
     snap = index.snapshot
@@ -311,6 +315,9 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
     # L2 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
     score = {n: float(text_scores[index.position[n]]) - config.l2_cost_weight * c for n, c in s1.items()}
+    if prior:
+        for n in score:
+            score[n] += config.prior_weight * float(prior.get(n, 0.0))
     if config.dense_weight and s1:
         if index.dense is None:
             raise ValueError("CascadeConfig.dense_weight is set but the RetrievalIndex has no dense ranker "
@@ -337,8 +344,8 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
                 if c in s1:
                     pool[c] = None
     s2 = sorted(pool, key=lambda n: (-score[n], n))[: config.l2_keep]
-    if "L2" in config.lm_stages:
-        ledger.record("L2", [render_line(index.tool(n)) for n in s2])
+    if "L2" in config.lm_stages:  # an LM ranker reads the one-liners of every L1 survivor to rank them
+        ledger.record("L2", [render_line(index.tool(n)) for n in ranked])
     stages.append(StageReport("L2", tuple(sorted(s2)), ledger.tokens.get("L2", 0), ledger.records.get("L2", 0),
                               time.perf_counter() - t0))
 

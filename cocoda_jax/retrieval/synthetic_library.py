@@ -370,6 +370,28 @@ def build_snapshot(size: int, seed: int = 0, max_depth: int = 8):
     return LibrarySnapshot.from_json(library_json(specs, max_depth), verify_examples=False), specs
 
 
+def with_distractors(base: Any, size: int, seed: int = 0):
+    """``base`` (a LibrarySnapshot) grown to ``size`` tools with generated distractors (the tools of
+    :func:`generate`: typed, described, composed, and mostly numeric like a math library's), through
+    the same JSON load as any library. A name clash with ``base`` is an error."""
+    import json as _json
+
+    from cocoda_jax.library import LibrarySnapshot
+
+    extra = size - len(base)
+    if extra < 0:
+        raise ValueError(f"the base library already has {len(base)} tools, more than size={size}")
+    if extra == 0:
+        return base
+    doc = _json.loads(base.to_json())
+    gen = _json.loads(library_json(generate(extra, seed), doc["max_depth"]))
+    clash = {t["name"] for t in doc["tools"]} & {t["name"] for t in gen["tools"]}
+    if clash:
+        raise ValueError(f"distractor names clash with the base library: {sorted(clash)[:5]}")
+    doc["tools"] += gen["tools"]
+    return LibrarySnapshot.from_json(_json.dumps(doc), verify_examples=False)
+
+
 def specs_key(specs: list[Spec], max_depth: int = 8) -> str:
     """A content hash of the generated tools (what the loaded snapshot depends on)."""
     import hashlib

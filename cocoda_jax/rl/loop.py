@@ -28,47 +28,25 @@ from cocoda_jax.rl.rollout import Tokenizer, TokenRecord, bucket_length, grpo_ba
 
 
 # ------------------------------------------------------------------------------------------------
-# Prompt cards and rollout settings
+# Rollout settings
 # ------------------------------------------------------------------------------------------------
-
-
-def signature_card(tool: Any) -> str:
-    """``name(params) -> result``: the L1 signature alone."""
-    return f"{tool.name}{tool.signature}"
-
-
-def name_card(tool: Any) -> str:
-    """``name(p1, p2)``: the shortest card (what a tiny CPU planner can afford to read)."""
-    return f"{tool.name}({', '.join(p.name for p in tool.signature.params)})"
-
-
-def bare_card(tool: Any) -> str:
-    """The tool's name alone: the planner learns arities from demonstrations (a tiny planner's
-    context cannot afford more; the retrieval cascade is what keeps real prompts short)."""
-    return tool.name
-
-
-CARD_STYLES: dict[str, Callable[[Any], str]] = {"compact": T.compact_card, "signature": signature_card,
-                                                "name": name_card, "bare": bare_card}
 
 
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
-    """How episodes are played: turn limit, token budget, sampling, prompt cards, sandbox timeout.
-    ``length_multiple`` buckets batch lengths (fewer compilations)."""
+    """How episodes are played: turn limit, token budget, sampling, sandbox timeout.
+    ``length_multiple`` buckets batch lengths (fewer compilations). Which tool cards a prompt shows
+    is :class:`~cocoda_jax.rl.prompts.RetrievalConfig`'s business."""
 
     max_steps: int = 8
     max_len: int = 384
     max_new_tokens: int = 24
     temperature: float = 1.0
     top_k: int = 0
-    card_style: str = "name"
     timeout_s: float = 10.0
     length_multiple: int = 64
 
     def __post_init__(self) -> None:
-        if self.card_style not in CARD_STYLES:
-            raise ValueError(f"card_style must be one of {sorted(CARD_STYLES)}, got {self.card_style!r}")
         for name in ("max_steps", "max_len", "max_new_tokens", "length_multiple"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -80,20 +58,15 @@ class RolloutConfig:
                               greedy=greedy)
 
 
-def cards_for(snapshot: Any, style: str) -> tuple[str, ...]:
-    """The prompt's tool cards: the whole library in topological order, rendered in ``style``."""
-    return T.tool_cards(snapshot, card_fn=CARD_STYLES[style])
-
-
 # ------------------------------------------------------------------------------------------------
 # SFT
 # ------------------------------------------------------------------------------------------------
 
 
-def gold_segments(tasks: Sequence[Any], snapshot: Any, rc: RolloutConfig) -> list[tuple[T.Segment, ...]]:
-    """Each task's gold program in the action format, observations from its recorded values."""
-    cards = cards_for(snapshot, rc.card_style)
-    return [T.demonstration_segments(t, cards) for t in tasks]
+def gold_segments(tasks: Sequence[Any], cards: T.CardSource) -> list[tuple[T.Segment, ...]]:
+    """Each task's gold program in the action format, observations from its recorded values, under
+    the prompt ``cards`` give it (:class:`~cocoda_jax.rl.prompts.PromptCards`)."""
+    return [T.demonstration_segments(t, T.cards_of(cards, t)) for t in tasks]
 
 
 def demonstration_records(segments: Sequence[Sequence[T.Segment]], tokenizer: Tokenizer, rc: RolloutConfig
@@ -163,11 +136,11 @@ class Evaluation:
 
 
 def evaluate(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any, sandbox: Any,
-             rc: RolloutConfig, *, reward_config: R.RewardConfig = R.RewardConfig(), seed: int = 0,
-             batch_size: int = 64) -> Evaluation:
-    """Greedy decoding (the key only matters for ties), in batches of ``batch_size`` tasks."""
+             rc: RolloutConfig, *, cards: T.CardSource, reward_config: R.RewardConfig = R.RewardConfig(),
+             seed: int = 0, batch_size: int = 64) -> Evaluation:
+    """Greedy decoding (the key only matters for ties), in batches of ``batch_size`` tasks; each
+    prompt shows ``cards`` (a :class:`~cocoda_jax.rl.prompts.PromptCards` over ``snapshot``)."""
     trajectories: list[T.Trajectory] = []
-    cards = cards_for(snapshot, rc.card_style)
     for start in range(0, len(tasks), batch_size):
         part = tasks[start:start + batch_size]
         trajs, _ = sample_rollouts(model, tokenizer, part, snapshot, sandbox, sampling=rc.sampling(greedy=True),
@@ -222,7 +195,7 @@ class Iteration:
 
 
 def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any,
-                   sandbox: Any, *, group_size: int, rc: RolloutConfig, key: jax.Array,
+                   sandbox: Any, *, group_size: int, rc: RolloutConfig, cards: T.CardSource, key: jax.Array,
                    reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
                    mask_uniform_groups: bool = True, ppo_epochs: int = 1
                    ) -> tuple[TrainState, dict[str, float], Iteration]:
@@ -245,7 +218,7 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     t0 = time.perf_counter()
     trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
                                      sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
-                                     cards=cards_for(snapshot, rc.card_style), timeout_s=rc.timeout_s)
+                                     cards=cards, timeout_s=rc.timeout_s)
     rollout_s = time.perf_counter() - t0
     breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
     totals = np.asarray([b.total for b in breakdowns], np.float32)
@@ -286,7 +259,6 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 
 __all__ = [
-    "CARD_STYLES", "Evaluation", "bare_card", "Iteration", "RolloutConfig", "cards_for", "demonstration_records", "evaluate",
-    "gold_segments",
-    "grpo_iteration", "iteration_key", "sample_tasks", "name_card", "sft_batch", "sft_phase", "signature_card", "summarize",
+    "Evaluation", "Iteration", "RolloutConfig", "demonstration_records", "evaluate", "gold_segments",
+    "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase", "summarize",
 ]

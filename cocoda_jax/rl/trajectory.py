@@ -25,6 +25,9 @@ from cocoda_jax.rl.actions import StepCheck, StepOutcome
 
 PolicyFn = Callable[[str], str]
 BatchPolicyFn = Callable[[Sequence[str]], Sequence[str]]
+#: What a prompt's tool cards come from: one sequence for every task, or a function of the task
+#: (the per-question candidate set ``C_q(L)``, :class:`~cocoda_jax.rl.prompts.PromptCards`).
+CardSource = Sequence[str] | Callable[[Any], Sequence[str]]
 
 PROMPT_HEADER = "Tools:"
 PROGRAM_HEADER = "Program:"
@@ -126,6 +129,11 @@ def tool_cards(snapshot: Any, names: Sequence[str] | None = None,
     """The cards of ``names`` (default: the whole library, in topological order), in that order."""
     chosen = snapshot.topological_order() if names is None else tuple(names)
     return tuple(card_fn(snapshot.tool(n)) for n in chosen)
+
+
+def cards_of(cards: CardSource, task: Any) -> tuple[str, ...]:
+    """The cards ``task``'s prompt shows under ``cards`` (see :data:`CardSource`)."""
+    return tuple(cards(task)) if callable(cards) else tuple(cards)
 
 
 _NUMBER = re.compile(r"\$?(\d+(?:\.\d+)?)%?")
@@ -310,23 +318,24 @@ class _Live:
 
 
 def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, sandbox: Any, max_steps: int = 8, *,
-                 cards: Sequence[str] | None = None, timeout_s: float | None = None,
+                 cards: CardSource | None = None, timeout_s: float | None = None,
                  verify: Callable[[Any, Any], float] = default_verify, with_rows: bool = False) -> list[Trajectory]:
     """Runs one rollout per entry of ``tasks`` in lockstep (a GRPO group is the same task G times).
 
     Each turn, ``policy`` gets the contexts of the rollouts still running and returns one generated
     text per context (or an object with ``.text``, kept as :attr:`StepRecord.generation`: an LM
-    sampler should stop at the newline, so that its tokens are exactly the step); the steps that pass the checker run in one sandbox batch. ``cards`` are the
-    tool cards of the prompt (default: the whole library, :func:`tool_cards`). ``with_rows`` calls
+    sampler should stop at the newline, so that its tokens are exactly the step); the steps that pass
+    the checker run in one sandbox batch. ``cards`` are the tool cards of each prompt
+    (:data:`CardSource`; default: the whole library, :func:`tool_cards`). ``with_rows`` calls
     ``policy(contexts, rows)`` with the indices into ``tasks`` of the rollouts still running, so a
     stateful sampler (a KV cache per row) can append only what is new to each row's context.
     """
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-    cards = tool_cards(snapshot) if cards is None else tuple(cards)
+    cards = tool_cards(snapshot) if cards is None else cards
     live = []
     for task in tasks:
-        prompt = render_prompt(task, cards)
+        prompt = render_prompt(task, cards_of(cards, task))
         inputs = tuple(task.inputs)
         live.append(_Live(task, prompt, prompt, actions.input_types(inputs), dict(inputs), []))
     for _ in range(max_steps):
@@ -409,11 +418,11 @@ class ScriptedPolicy:
         return self.steps[turn] if turn < len(self.steps) else ""
 
 
-def gold_demonstration(task: Any, snapshot: Any, sandbox: Any, *, cards: Sequence[str] | None = None,
+def gold_demonstration(task: Any, snapshot: Any, sandbox: Any, *, cards: CardSource | None = None,
                        max_steps: int | None = None, timeout_s: float | None = None) -> Trajectory:
     """The task's gold program played through the real loop (checker, sandbox, observations): an SFT
     demonstration whose :meth:`~Trajectory.segments` carry the loss mask."""
-    cards = tool_cards(snapshot) if cards is None else tuple(cards)
+    cards = tool_cards(snapshot) if cards is None else cards_of(cards, task)
     steps = tuple(task.program.strip().splitlines())
     policy = ScriptedPolicy(render_prompt(task, cards), steps)
     return run_episode(policy, task, snapshot, sandbox, max_steps or len(steps), cards=cards, timeout_s=timeout_s)
@@ -434,8 +443,8 @@ def demonstration_segments(task: Any, cards: Sequence[str]) -> tuple[Segment, ..
 
 
 __all__ = [
-    "BatchPolicyFn", "PROGRAM_HEADER", "PROMPT_HEADER", "PolicyFn", "STOP_REASONS", "ScriptedPolicy", "Segment",
-    "StepRecord", "TokenizedEpisode", "Trajectory", "char_mask", "pad_episodes", "tokenize_segments", "compact_card", "default_verify", "demonstration_segments",
+    "BatchPolicyFn", "CardSource", "PROGRAM_HEADER", "PROMPT_HEADER", "PolicyFn", "STOP_REASONS", "ScriptedPolicy", "Segment",
+    "StepRecord", "TokenizedEpisode", "Trajectory", "char_mask", "pad_episodes", "tokenize_segments", "cards_of", "compact_card", "default_verify", "demonstration_segments",
     "gold_demonstration", "progress_of", "render_prompt", "run_episode", "run_episodes", "segments_text",
     "tag_numbers", "tool_cards",
 ]

@@ -4,8 +4,12 @@ Every GRPO group already computes ``G`` rewards for one task; the tracker keeps,
 ``window`` groups as ``(epoch, n, mean, M2)`` and answers the windowed mean and variance (pooled over
 the window's rewards), the mean within-group variance, the region (mastered / boundary / hard) and
 the priority ``phi(r) = 4 r (1 - r)``. Updates return a new :class:`Tracker`; nothing mutates.
-The reward to feed is the progress reward where the domain has gold intermediate values, else
-``R_res`` (:func:`tracking_reward`).
+The reward to feed is what GRPO trains on (the co-evolution loop's default, ``rods.signal =
+"reward"``: ``R = R_res + lambda * sum Phi``, so reward variance is the advantages' signal and a group
+that is all wrong is "hard" however its progress varies), or the progress reward where the domain
+has gold intermediate values (``rods.signal = "progress"``, the RODS paper's R_P; :func:`tracking_reward`).
+A training reward can exceed 1 (saved-call credit): a mean above ``mastered`` is mastered, and the
+priority clips the mean to [0, 1].
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ REGIONS = ("mastered", "boundary", "hard")
 
 
 def phi(r: float) -> float:
-    """Priority ``4 r (1 - r)``: the Bhatia-Davis bound on a [0,1] reward's variance, scaled to peak 1."""
+    """Priority ``4 r (1 - r)``: the Bhatia-Davis bound on a [0,1] reward's variance, scaled to peak 1
+    (``r`` clipped to [0, 1]: a training reward with saved-call credit can pass 1)."""
+    r = min(max(r, 0.0), 1.0)
     return 4.0 * r * (1.0 - r)
 
 
@@ -38,9 +44,21 @@ def region(mean: float, config: RodsConfig) -> str:
     return "boundary"
 
 
-def tracking_reward(outcome: Any, has_gold_intermediates: bool) -> float:
-    """The reward RODS tracks for one rollout: ``outcome.progress`` (R_P) where the task has gold
-    intermediate values, else ``outcome.r_res`` (the paper: binary accuracy instead costs 3 points)."""
+SIGNALS = ("reward", "progress")
+
+
+def tracking_reward(outcome: Any, has_gold_intermediates: bool, signal: str = "progress",
+                    training_reward: float | None = None) -> float:
+    """The reward RODS tracks for one rollout. ``signal="reward"``: ``training_reward``, the total
+    GRPO optimises (its variance is the advantages'). ``"progress"``: ``outcome.progress`` (R_P) where
+    the task has gold intermediate values, else ``outcome.r_res`` (the RODS paper's choice: binary
+    accuracy instead costs 3 points there)."""
+    if signal not in SIGNALS:
+        raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
+    if signal == "reward":
+        if training_reward is None:
+            raise ValueError("signal='reward' needs the training_reward")
+        return float(training_reward)
     value = outcome.progress if has_gold_intermediates else outcome.r_res
     return float(value)
 

@@ -42,8 +42,10 @@ from cocoda_jax.report import MetricsWriter
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
+from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.curriculum import Curriculum
+from cocoda_jax.rods.tracker import SIGNALS, tracking_reward
 from cocoda_jax.runs import common as C
 
 def _bar(total: int, initial: int, desc: str, enabled: bool):
@@ -124,6 +126,7 @@ class _Ctx:
     sandbox: Any
     domain: C.Domain
     rc: L.RolloutConfig
+    retrieval: RetrievalConfig
     rw: Any
     tok: Any
     sft_l: Any
@@ -133,10 +136,26 @@ class _Ctx:
     primitive_names: frozenset
     frozen: bool
     progress: bool
+    rods_signal: Any = None
+    cards_cache: dict = dataclasses.field(default_factory=dict)
 
 
-def _evaluate(ctx: _Ctx, params_model: Any, snapshot: Any, tasks) -> L.Evaluation:
-    return L.evaluate(params_model, ctx.tok, tasks, snapshot, ctx.sandbox, ctx.rc, reward_config=ctx.rw,
+def _cards(ctx: _Ctx, snapshot: Any, programs: Any) -> PromptCards:
+    """The prompts' candidate sets over ``snapshot`` with the usage evidence of the stored
+    ``programs`` (memoised per pair: a library and its refactored demonstrations go together)."""
+    programs = tuple(tuple(p) for p in programs)
+    key = (id(snapshot), hash(programs))
+    hit = ctx.cards_cache.get(key)
+    if hit is None or hit[0] is not snapshot:
+        questions = {i: ctx.tasks_by_id[i].question for i, _ in programs}
+        hit = (snapshot, C.prompt_cards(snapshot, ctx.retrieval, programs, questions))
+        ctx.cards_cache.clear()  # a round needs at most the incumbent's and the candidate's
+        ctx.cards_cache[key] = hit
+    return hit[1]
+
+
+def _evaluate(ctx: _Ctx, params_model: Any, snapshot: Any, tasks, cards: PromptCards) -> L.Evaluation:
+    return L.evaluate(params_model, ctx.tok, tasks, snapshot, ctx.sandbox, ctx.rc, cards=cards, reward_config=ctx.rw,
                       seed=int(ctx.config.seed))
 
 
@@ -166,18 +185,21 @@ def _library_fields(snapshot: Any) -> dict[str, int]:
             "max_depth": lib["max_depth"]}
 
 
-def _demo_trajectories(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any) -> list[Any]:
-    """Stored (task id, program) pairs played in the sandbox over ``snapshot``; the correct ones."""
+def _demo_trajectories(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any, cards: PromptCards) -> list[Any]:
+    """Stored (task id, program) pairs played in the sandbox over ``snapshot`` under the prompts
+    ``cards`` give; the correct ones."""
     if not programs:
         return []
-    cards = L.cards_for(snapshot, ctx.rc.card_style)
     tasks = [ctx.tasks_by_id[i] for i, _ in programs]
     played = play_programs(tasks, [p for _, p in programs], snapshot, ctx.sandbox, cards=cards)
     return [t for t in played if t.correct]
 
 
-def _sft_demos(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any) -> list[Any]:
-    played = _demo_trajectories(ctx, programs, snapshot)
+def _sft_demos(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any, usage_programs: Any = None) -> list[Any]:
+    """SFT records of ``programs`` over ``snapshot``; the prompts' usage evidence is
+    ``usage_programs`` (default: ``programs``), the library's whole stored demonstration set."""
+    cards = _cards(ctx, snapshot, programs if usage_programs is None else usage_programs)
+    played = _demo_trajectories(ctx, programs, snapshot, cards)
     return L.demonstration_records([t.segments() for t in played], ctx.tok, ctx.rc)
 
 
@@ -186,17 +208,24 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     """Runs or resumes the co-evolution job; returns ``report.json``'s content (also written, with
     the plots, the DAG drawing and a library JSON per round, under ``workdir``)."""
     C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
-              "checkpoint", "warm", "coevolve", "rods", "report")
+              "checkpoint", "warm", "coevolve", "rods", "report", "retrieval")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     C.maybe_initialize_distributed(config)
     t_process = time.perf_counter()
-    rc, rw = C.rollout_config(config), C.reward_config(config)
+    rc, rw, rcfg = C.rollout_config(config), C.reward_config(config), C.retrieval_config(config)
     rods_cfg = C.section(config.rods, "thresholds", RodsConfig) if config.rods.enabled else None
     abs_cfg = C.section(config.coevolve, "abstractor", AbstractorConfig)
     acc_cfg = C.section(config.coevolve, "acceptance", A.AcceptanceConfig)
     frozen = bool(config.coevolve.frozen_library)
     seed = int(config.seed)
+    signal = str(config.rods.get("signal", "reward"))
+    if signal not in SIGNALS:
+        raise C.ConfigError(f"config.rods.signal must be one of {SIGNALS}, got {signal!r}")
+    has_gold = True  # the embedded domains record every gold intermediate value
+
+    def rods_signal(t, b):
+        return tracking_reward(t, has_gold, signal, b.total)
 
     with Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s) as sandbox:
         domain = C.build_domain(config, sandbox)
@@ -204,14 +233,14 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         prim_names = frozenset(primitives.names())
         tasks_by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
         sft_tasks = domain.train[:int(config.sft.n_demos)]
-        cards = L.cards_for(primitives, rc.card_style)  # the texts are rendered only if a BPE is trained
+        cards = all_cards(primitives, rcfg.card_style)  # the texts are rendered only if a BPE is trained
         tok = C.tokenizer_for(workdir, (T.segments_text(T.demonstration_segments(t, cards)) for t in domain.train),
                               config.model.vocab_size, config.model.hf_checkpoint)
         mesh = C.mesh_of(config)
         model = C.build_planner(config, tok.vocab_size, mesh)
-        ctx = _Ctx(config, workdir, sandbox, domain, rc, rw, tok, C.sft_learner(model, config, mesh),
+        ctx = _Ctx(config, workdir, sandbox, domain, rc, rcfg, rw, tok, C.sft_learner(model, config, mesh),
                    C.grpo_learner(model, config, mesh), C.refresh_learner(model, config, mesh), tasks_by_id,
-                   prim_names, frozen, progress)
+                   prim_names, frozen, progress, rods_signal)
         with_ref = ctx.grpo_l.config.grpo.beta > 0
 
         latest = C.latest_checkpoint(workdir)
@@ -270,7 +299,7 @@ def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives, abs_cfg: AbstractorConfig,
     state = L.sft_phase(ctx.sft_l, state, demos, steps=steps, batch_size=int(cfg.sft.batch_size),
                         seed=int(cfg.seed), rc=ctx.rc, pad_id=ctx.tok.pad_id, on_step=on_step)
     bar.close()
-    ev = _evaluate(ctx, ctx.sft_l.model(state), library, ctx.domain.val)
+    ev = _evaluate(ctx, ctx.sft_l.model(state), library, ctx.domain.val, _cards(ctx, library, programs))
     grpo_state = ctx.grpo_l.state_from_params(state.params)
     ref = C.frozen_copy(grpo_state.params) if ctx.grpo_l.config.grpo.beta > 0 else None
     writer.write(steps, {"val/accuracy": ev.accuracy})
@@ -313,6 +342,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         r = int(prog["round"]) + 1
         t_round = time.perf_counter()
         step = int(prog["global_step"])
+        cards = _cards(ctx, library, prog["demo_programs"])
         successes: dict[tuple[str, str], Any] = {}
         accs = []
         for k in range(K):
@@ -325,13 +355,13 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
                 ctx.tasks_by_id.setdefault(str(t.id), t)
             state, metrics, iteration = L.grpo_iteration(
                 ctx.grpo_l, state, ctx.tok, tasks, library, ctx.sandbox, group_size=int(cfg.grpo.group_size),
-                rc=ctx.rc, key=L.iteration_key(seed, it), reward_config=ctx.rw, ref_params=ref,
+                rc=ctx.rc, cards=cards, key=L.iteration_key(seed, it), reward_config=ctx.rw, ref_params=ref,
                 mask_uniform_groups=bool(cfg.grpo.mask_uniform_groups), ppo_epochs=int(cfg.grpo.ppo_epochs))
             step += 1
             writer.write(step, {**metrics, "round": r})
             accs.append(metrics["accuracy"])
             if curriculum is not None:
-                curriculum.observe(dict(iteration.group_rewards(lambda t, b: t.progress)))
+                curriculum.observe(dict(iteration.group_rewards(ctx.rods_signal)))
             for t, b in zip(iteration.trajectories, iteration.breakdowns):
                 if t.correct and b.total >= float(cfg.coevolve.rho):
                     successes.setdefault((t.task_id, t.program), t)
@@ -351,7 +381,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         programs = [tuple(p) for p in prog["demo_programs"]]
         if accepted_cands:
             new_programs = []
-            for played in _demo_trajectories(ctx, programs, library):
+            for played in _demo_trajectories(ctx, programs, library, cards):
                 tr = trace_from_trajectory(played, library, ctx.tasks_by_id[played.task_id].inputs)
                 for c in accepted_cands:
                     tr, _ = rewrite(tr, c.pattern, c.name, c.arg_order)
@@ -362,7 +392,7 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
             rng = np.random.default_rng([seed, 13, r])
             pick = [programs[i] for i in rng.choice(len(programs), min(len(programs), int(cfg.coevolve.refresh_demos)),
                                                      replace=False)]
-            demos = _sft_demos(ctx, pick, candidate_library)
+            demos = _sft_demos(ctx, pick, candidate_library, usage_programs=programs)
             if demos:
                 sft_state = ctx.refresh_l.state_from_params(state.params)
                 sft_state = L.sft_phase(ctx.refresh_l, sft_state, demos, steps=refresh,
@@ -371,11 +401,12 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
                 state = ctx.grpo_l.state_from_params(sft_state.params)
                 step += refresh
         # evaluate and decide
-        ev = _evaluate(ctx, ctx.grpo_l.model(state), candidate_library, ctx.domain.val)
+        candidate_cards = _cards(ctx, candidate_library, programs) if accepted_cands else cards
+        ev = _evaluate(ctx, ctx.grpo_l.model(state), candidate_library, ctx.domain.val, candidate_cards)
         proposal = A.Proposal(r, f"round-{r}", candidate_library, ev.accuracy, ev.used_tools)
         new_inc, decision = A.decide(incumbent, proposal, acc_cfg)
         if decision.outcome == "reject" and candidate_library is not library:
-            alone = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.val)
+            alone = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.val, cards)
             proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
                                            planner_only_used_tools=alone.used_tools)
             new_inc, decision = A.decide(incumbent, proposal, acc_cfg)
@@ -432,7 +463,8 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
 def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -> dict[str, Any]:
     """The final test evaluation of the incumbent (the loop's last state: the accepted planner),
     report.json, plots and the DAG drawing."""
-    test = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.test)
+    cards = _cards(ctx, library, prog["demo_programs"])
+    test = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.test, cards)
     rounds = [{k: v for k, v in rec.items() if k in REP.ROUND_KEYS} for rec in prog["records"]]
     wall = sum(float(rec["wall_s"]) for rec in prog["records"])
     report = REP.build_report(rounds, sft_accuracy=prog["sft_accuracy"], final_accuracy=prog["records"][-1]["val_accuracy"],
@@ -440,6 +472,7 @@ def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -
                               extra={"test_accuracy": test.accuracy, "frozen_library": ctx.frozen,
                                      "decisions": prog["decisions"], "warm": prog["warm"],
                                      "wall_s_this_process": time.perf_counter() - t_process,
+                                     "retrieval": C.retrieval_summary(cards, ctx.domain.test, test, ctx.tok, ctx.rc),
                                      "rods_per_epoch": prog["rods_metrics"] or None})
     REP.write_report(report, ctx.workdir / "report.json")
     REP.plot_coevolution(rounds, ctx.workdir / "plots")

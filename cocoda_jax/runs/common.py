@@ -26,7 +26,8 @@ from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mes
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import rewards as R
 from cocoda_jax.rl.learner import Learner, LearnerConfig, TrainState
-from cocoda_jax.rl.loop import RolloutConfig
+from cocoda_jax.rl.loop import Evaluation, RolloutConfig
+from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rl.update import OptimConfig
 
@@ -89,6 +90,9 @@ def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
         raise ConfigError(f"config.domain.name {d.name!r} is not one of {DOMAINS}")
     if d.heldout not in ("instances", "wording"):
         raise ConfigError(f"config.domain.heldout must be 'instances' or 'wording', got {d.heldout!r}")
+    grow_to = int(d.get("grow_library_to", 0))  # 0: the primitives alone; N: N tools with distractors
+    if grow_to < 0:
+        raise ConfigError(f"config.domain.grow_library_to must be >= 0, got {grow_to}")
     md = d.max_depth or None
     train = sm.generate(d.n_train, seed=d.seed, split="train", max_depth=md)
     if d.heldout == "instances":
@@ -97,7 +101,14 @@ def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
     else:
         val = sm.generate(d.n_val, seed=d.seed, split="validation", max_depth=md)
         test = sm.generate(d.n_test, seed=d.seed, split="test", max_depth=md)
-    return Domain(d.name, tuple(train), tuple(val), tuple(test), sm.primitive_library(sandbox))
+    library = sm.primitive_library(sandbox)
+    if grow_to:
+        from cocoda_jax.retrieval.synthetic_library import with_distractors
+        try:
+            library = with_distractors(library, grow_to, seed=int(d.seed))
+        except ValueError as e:
+            raise ConfigError(f"config.domain.grow_library_to: {e}") from e
+    return Domain(d.name, tuple(train), tuple(val), tuple(test), library)
 
 
 def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
@@ -195,6 +206,40 @@ def rollout_config(config: ml_collections.ConfigDict) -> RolloutConfig:
     return section(config, "rollout", RolloutConfig)
 
 
+def retrieval_config(config: ml_collections.ConfigDict) -> RetrievalConfig:
+    return section(config, "retrieval", RetrievalConfig)
+
+
+def prompt_cards(snapshot: Any, rcfg: RetrievalConfig, programs: Any, questions: dict[str, str]) -> PromptCards:
+    """The run's candidate sets over ``snapshot``: the cascade's L2 usage evidence comes from the
+    stored ``(task id, program)`` demonstrations (training questions only)."""
+    from cocoda_jax.retrieval.usage import UsageIndex
+    usage = UsageIndex.from_programs(programs, questions) if rcfg.mode == "cascade" and rcfg.usage_weight > 0 else None
+    return PromptCards(snapshot, rcfg, usage)
+
+
+def retrieval_summary(cards: PromptCards, tasks: Any, evaluation: Evaluation, tokenizer: Tokenizer,
+                      rc: RolloutConfig) -> dict[str, Any]:
+    """report.json's ``retrieval`` section on ``tasks`` (the split ``evaluation`` played): the share
+    whose gold tools are all in ``C_q(L)`` (the gold program's, or the same program refactored to
+    call the library's composites), the mean share of gold tools found, prompt tokens per episode
+    and the episodes whose prompt left no room for a step within ``max_len``."""
+    from cocoda_jax.coevolve.validate import gold_tool_sets
+    found, share = [], []
+    for t in tasks:
+        chosen = set(cards.tools(t))
+        sets = gold_tool_sets(t, cards.snapshot)
+        found.append(any(g <= chosen for g in sets))
+        share.append(max(len(g & chosen) / max(len(g), 1) for g in sets))
+    prompt_tokens = [len(tokenizer.encode(tr.prompt)) for tr in evaluation.trajectories]
+    n = max(len(prompt_tokens), 1)
+    return {"mode": cards.config.mode, "k": cards.config.k, "card_style": cards.config.card_style,
+            "library_size": len(cards.snapshot), "tasks": len(found),
+            "all_gold_found": sum(found) / max(len(found), 1), "gold_recall": sum(share) / max(len(share), 1),
+            "prompt_tokens_per_episode": sum(prompt_tokens) / n,
+            "overflow_episodes": sum(p + rc.max_new_tokens > rc.max_len for p in prompt_tokens)}
+
+
 def reward_config(config: ml_collections.ConfigDict) -> R.RewardConfig:
     return section(config, "reward", R.RewardConfig)
 
@@ -243,6 +288,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 __all__ = [
     "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
-    "maybe_initialize_distributed", "mesh_of", "require", "restore_state", "reward_config", "rollout_config",
+    "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
+    "retrieval_summary", "reward_config", "rollout_config",
     "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",
 ]

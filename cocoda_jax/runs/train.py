@@ -10,6 +10,7 @@ the seed and the step).
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
+from cocoda_jax.rl.prompts import all_cards
 from cocoda_jax.runs import common as C
 
 
@@ -33,20 +35,28 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         stop_after_step: int | None = None) -> dict[str, Any]:
     """Runs (or resumes) the job; returns the summary also written to ``workdir/train_summary.json``.
     ``stop_after_step``: return after the checkpoint of that global step (tests of resumption)."""
-    C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox", "checkpoint")
+    C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox", "checkpoint",
+              "retrieval")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     C.maybe_initialize_distributed(config)
     t_start = time.perf_counter()
-    rc, rw = C.rollout_config(config), C.reward_config(config)
+    rc, rw, rcfg = C.rollout_config(config), C.reward_config(config), C.retrieval_config(config)
     seed = int(config.seed)
     with Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s) as sandbox:
         domain = C.build_domain(config, sandbox)
         library = domain.library
-        segments = L.gold_segments(domain.train, library, rc)
-        tok = C.tokenizer_for(workdir, (T.segments_text(s) for s in segments), config.model.vocab_size,
-                              config.model.hf_checkpoint)
+        cards = C.prompt_cards(library, rcfg, [(str(t.id), t.program) for t in domain.train],
+                               {str(t.id): t.question for t in domain.train})
+        segments = L.gold_segments(domain.train, cards)
+        # the BPE sees every tool name once, whatever the prompts show
+        texts = itertools.chain(["\n".join(all_cards(library, rcfg.card_style))], (T.segments_text(s) for s in segments))
+        tok = C.tokenizer_for(workdir, texts, config.model.vocab_size, config.model.hf_checkpoint)
         demos = L.demonstration_records(segments, tok, rc)
+        if not demos:
+            raise C.ConfigError(f"every demonstration is longer than rollout.max_len={rc.max_len} tokens (the "
+                                f"prompt shows {len(cards.tools(domain.train[0]))} tool cards in retrieval.mode="
+                                f"{rcfg.mode!r}): raise max_len or show fewer cards")
         mesh = C.mesh_of(config)
         model = C.build_planner(config, tok.vocab_size, mesh)
         sft_l, grpo_l = C.sft_learner(model, config, mesh), C.grpo_learner(model, config, mesh)
@@ -83,11 +93,11 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                 state = L.sft_phase(sft_l, state, demos, steps=S, batch_size=config.sft.batch_size, seed=seed, rc=rc,
                                     pad_id=tok.pad_id, on_step=on_step)
                 bar.close()
-                ev = L.evaluate(sft_l.model(state), tok, domain.val, library, sandbox, rc, reward_config=rw,
-                                seed=seed)
+                ev = L.evaluate(sft_l.model(state), tok, domain.val, library, sandbox, rc, cards=cards,
+                                reward_config=rw, seed=seed)
                 writer.write(S, ev.metrics("val"))
-                sft_test = L.evaluate(sft_l.model(state), tok, domain.test, library, sandbox, rc, reward_config=rw,
-                                      seed=seed)
+                sft_test = L.evaluate(sft_l.model(state), tok, domain.test, library, sandbox, rc, cards=cards,
+                                      reward_config=rw, seed=seed)
                 writer.write(S, sft_test.metrics("sft_test"))
                 prog.update(phase="grpo", sft_accuracy=ev.accuracy, sft_test_accuracy=sft_test.accuracy, iteration=0,
                             evals=[{"step": S, "iteration": 0, "val_accuracy": ev.accuracy}])
@@ -105,7 +115,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                 tasks = L.sample_tasks(domain.train, config.grpo.tasks_per_iteration, seed, it)
                 grpo_state, metrics, _ = L.grpo_iteration(
                     grpo_l, grpo_state, tok, tasks, library, sandbox, group_size=config.grpo.group_size, rc=rc,
-                    key=L.iteration_key(seed, it), reward_config=rw, ref_params=ref,
+                    cards=cards, key=L.iteration_key(seed, it), reward_config=rw, ref_params=ref,
                     mask_uniform_groups=config.grpo.mask_uniform_groups, ppo_epochs=int(config.grpo.ppo_epochs))
                 step = S + it + 1
                 writer.write(step, metrics)
@@ -114,7 +124,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                 prog["iteration"] = it + 1
                 if (it + 1) % int(config.grpo.eval_every) == 0 or it + 1 == I:
                     ev = L.evaluate(grpo_l.model(grpo_state), tok, domain.val, library, sandbox, rc,
-                                    reward_config=rw, seed=seed)
+                                    cards=cards, reward_config=rw, seed=seed)
                     writer.write(step, ev.metrics("val"))
                     prog["evals"] = list(prog["evals"]) + [{"step": step, "iteration": it + 1,
                                                             "val_accuracy": ev.accuracy}]
@@ -127,8 +137,8 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
             writer.close()
             return {"stopped_at_step": s.step}
 
-        final = L.evaluate(grpo_l.model(grpo_state), tok, domain.test, library, sandbox, rc, reward_config=rw,
-                           seed=seed)
+        final = L.evaluate(grpo_l.model(grpo_state), tok, domain.test, library, sandbox, rc, cards=cards,
+                           reward_config=rw, seed=seed)
         writer.write(S + I, final.metrics("test"))
         writer.close()
         evals = prog["evals"]
@@ -139,6 +149,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                          "best_val": best["val_accuracy"], "best_val_iteration": best["iteration"],
                          "grpo_test": final.accuracy, "sft_test": prog.get("sft_test_accuracy")},
             "val_curve": evals, "calls_per_solved_test": final.calls_per_solved,
+            "retrieval": C.retrieval_summary(cards, domain.test, final, tok, rc),
             "wall_s_this_process": time.perf_counter() - t_start,
         }
         (workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

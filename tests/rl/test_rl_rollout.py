@@ -12,18 +12,19 @@ from cocoda_jax.models.config import tiny
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
 from cocoda_jax.rl.learner import Learner, LearnerConfig
+from cocoda_jax.rl.prompts import all_cards
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import SamplerPolicy, Tokenizer, bucket_length, grpo_batch, sample_rollouts
 
 pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 
-RC = L.RolloutConfig(max_steps=3, max_len=256, max_new_tokens=12, temperature=1.0, card_style="bare")
+RC = L.RolloutConfig(max_steps=3, max_len=256, max_new_tokens=12, temperature=1.0)
 
 
 @pytest.fixture(scope="module")
 def setup(math_library):
     tasks = sm.generate(40, seed=3, split="train", max_depth=1)
-    segments = L.gold_segments(tasks, math_library, RC)
+    segments = L.gold_segments(tasks, all_cards(math_library, "bare"))
     tok = Tokenizer(train_bpe_tokenizer([T.segments_text(s) for s in segments], 512))
     model = create_model(tiny(tok.vocab_size), seed=1)
     return tasks, tok, model
@@ -34,7 +35,7 @@ def test_records_are_what_the_model_saw(setup, math_library, sandbox):
     group = [tasks[0]] * 3 + [tasks[1]] * 3
     trajs, records = sample_rollouts(model, tok, group, math_library, sandbox, sampling=RC.sampling(),
                                      key=jax.random.key(0), max_steps=RC.max_steps, max_len=RC.max_len,
-                                     cards=L.cards_for(math_library, RC.card_style))
+                                     cards=all_cards(math_library, "bare"))
     assert len(trajs) == len(records) == 6
     for traj, rec in zip(trajs, records):
         assert len(rec) <= RC.max_len
@@ -54,7 +55,7 @@ def test_sampler_log_probs_match_the_trainer(setup, math_library, sandbox):
     tasks, tok, model = setup
     trajs, records = sample_rollouts(model, tok, tasks[:4], math_library, sandbox, sampling=RC.sampling(),
                                      key=jax.random.key(1), max_steps=2, max_len=RC.max_len,
-                                     cards=L.cards_for(math_library, RC.card_style))
+                                     cards=all_cards(math_library, "bare"))
     length = bucket_length(max(len(r) for r in records), 64, RC.max_len)
     batch = grpo_batch(records, np.zeros(len(records)), length, tok.pad_id)
     learner = Learner(model, LearnerConfig())
@@ -70,7 +71,7 @@ def test_same_key_same_rollouts_and_new_key_differs(setup, math_library, sandbox
     def go(seed):
         _, recs = sample_rollouts(model, tok, tasks[:3], math_library, sandbox, sampling=RC.sampling(),
                                   key=jax.random.key(seed), max_steps=2, max_len=RC.max_len,
-                                  cards=L.cards_for(math_library, RC.card_style))
+                                  cards=all_cards(math_library, "bare"))
         return [r.ids for r in recs]
 
     assert go(5) == go(5)
@@ -82,7 +83,7 @@ def test_observations_follow_each_step_unsampled(setup, math_library, sandbox):
     tasks, tok, model = setup
     trajs, records = sample_rollouts(model, tok, tasks[:2], math_library, sandbox, sampling=RC.sampling(),
                                      key=jax.random.key(2), max_steps=3, max_len=RC.max_len,
-                                     cards=L.cards_for(math_library, RC.card_style))
+                                     cards=all_cards(math_library, "bare"))
     for traj, rec in zip(trajs, records):
         pos = len(tok.encode(traj.prompt))
         for s in traj.steps[:-1]:
@@ -101,7 +102,7 @@ def test_observations_follow_each_step_unsampled(setup, math_library, sandbox):
 def test_a_prompt_too_long_for_max_len_is_never_sampled(setup, math_library, sandbox):
     """A prompt that leaves no room for a step writes nothing and fails; the other rows run."""
     tasks, tok, model = setup
-    cards = L.cards_for(math_library, RC.card_style)
+    cards = all_cards(math_library, "bare")
     short = min(tasks, key=lambda t: len(tok.encode(T.render_prompt(t, cards))))
     long_task = max(tasks, key=lambda t: len(tok.encode(T.render_prompt(t, cards))))
     limit = len(tok.encode(T.render_prompt(short, cards))) + RC.max_new_tokens + 4
@@ -145,9 +146,10 @@ def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
 
     tasks, tok, model = setup
     learner = Learner(model, LearnerConfig(optim=OptimConfig(learning_rate=1e-2), grpo=G.GRPOConfig(beta=0.0)))
-    rc = L.RolloutConfig(max_steps=2, max_len=256, max_new_tokens=8, card_style="bare")
+    rc = L.RolloutConfig(max_steps=2, max_len=256, max_new_tokens=8)
+    cards = all_cards(math_library, "bare")
     state, metrics, it = L.grpo_iteration(learner, learner.init_state(), tok, tasks[:2], math_library, sandbox,
-                                          group_size=2, rc=rc, key=jax.random.key(3), ppo_epochs=2,
+                                          group_size=2, rc=rc, cards=cards, key=jax.random.key(3), ppo_epochs=2,
                                           mask_uniform_groups=False,
                                           reward_config=RewardConfig(malformed_penalty=0.1))
     assert int(state.step) == 2 and metrics["grpo/step"] == 2
@@ -155,4 +157,4 @@ def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
     assert metrics["grpo/ratio"] != 1.0
     with pytest.raises(ValueError, match="ppo_epochs"):
         L.grpo_iteration(learner, state, tok, tasks[:1], math_library, sandbox, group_size=2, rc=rc,
-                         key=jax.random.key(0), ppo_epochs=0)
+                         cards=cards, key=jax.random.key(0), ppo_epochs=0)

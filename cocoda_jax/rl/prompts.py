@@ -1,0 +1,148 @@
+"""The planner's candidate set ``C_q(L)``: which tool cards a question's prompt shows.
+
+PAPERS.md A.1: the planner samples ``tau ~ pi(. | q, C_q(L))``. :func:`candidate_tools` is that set
+as a pure function of (task, snapshot, :class:`RetrievalConfig`, usage evidence), and SFT
+demonstrations, GRPO rollouts and evaluation all render their prompt through one
+:class:`PromptCards` built from those, so the same task gets the same prompt in all three.
+
+Modes (``retrieval.mode``):
+
+* ``cascade`` — the typed DAG retrieval cascade (:func:`~cocoda_jax.retrieval.retrieve`) on the
+  question's subgoal: its values as typed inputs (L1 prunes tools whose parameter types the
+  question cannot supply beyond ``l1_max_cost``), its words for L2, whose score adds the usage
+  votes of the solved training questions most like it (:mod:`cocoda_jax.retrieval.usage`), the
+  climb/descend moves over the DAG, the specs (L3) and examples (L4); the best ``k`` cards.
+* ``full`` — every tool of the library in topological order (the -TDR ablation: no retrieval).
+* ``none`` — no tool cards (the planner must know its tools from training alone).
+
+Why one question-level retrieval and not a ``search`` action: measured on the default domain's
+validation questions, this set holds every tool of the (refactored) gold program for >= 95% of
+tasks at k = 8 (README, "Retrieval in the loop"), so the planner does not need to ask; a search
+step would spend one of the episode's eight turns and ask a tiny planner to write typed queries it
+has never seen written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve
+from cocoda_jax.retrieval.subgoals import extract_subgoal
+from cocoda_jax.retrieval.usage import UsageIndex
+from cocoda_jax.rl import trajectory as T
+
+MODES = ("cascade", "full", "none")
+
+
+def signature_card(tool: Any) -> str:
+    """``name(params) -> result``: the L1 signature alone."""
+    return f"{tool.name}{tool.signature}"
+
+
+def name_card(tool: Any) -> str:
+    """``name(p1, p2)``: the shortest card with arity (what a tiny CPU planner can afford to read)."""
+    return f"{tool.name}({', '.join(p.name for p in tool.signature.params)})"
+
+
+def bare_card(tool: Any) -> str:
+    """The tool's name alone: the planner learns arities from demonstrations."""
+    return tool.name
+
+
+CARD_STYLES: dict[str, Callable[[Any], str]] = {"compact": T.compact_card, "signature": signature_card,
+                                                "name": name_card, "bare": bare_card}
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalConfig:
+    """``mode`` (see the module doc), ``k`` cards, their ``card_style``; the cascade's knobs for the
+    question-level subgoal: ``l1_max_cost`` (a whole question supplies more values than one step
+    uses, so extra arguments must not prune), the L2 shortlist sizes, the usage evidence
+    (``neighbours`` solved questions, ``usage_weight`` on their votes; 0 turns it off) and
+    ``with_children`` (each selected composite brings its direct children, as the paper's release)."""
+
+    mode: str = "cascade"
+    k: int = 8
+    card_style: str = "bare"
+    l1_max_cost: float = 3.0
+    l2_shortlist: int = 12
+    l2_keep: int = 16
+    neighbours: int = 10
+    usage_weight: float = 10.0
+    with_children: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"retrieval.mode must be one of {MODES}, got {self.mode!r}")
+        if self.card_style not in CARD_STYLES:
+            raise ValueError(f"retrieval.card_style must be one of {sorted(CARD_STYLES)}, got {self.card_style!r}")
+        for name in ("k", "l2_shortlist", "l2_keep"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"retrieval.{name} must be an int >= 1, got {v!r}")
+        if self.neighbours < 0 or self.usage_weight < 0 or not self.l1_max_cost >= 0:
+            raise ValueError("retrieval.neighbours, usage_weight and l1_max_cost must be >= 0")
+
+    def cascade(self) -> CascadeConfig:
+        return CascadeConfig(k=self.k, l1_max_cost=self.l1_max_cost, l2_shortlist=self.l2_shortlist,
+                             l2_keep=max(self.l2_keep, self.k), prior_weight=self.usage_weight,
+                             with_children=self.with_children)
+
+
+def question_subgoal(task: Any):
+    """The question's subgoal: its text, the values it states as typed inputs, any result (the steps
+    of a program produce intermediate types, not only the answer's)."""
+    return extract_subgoal(task.question, "Any")
+
+
+def candidate_tools(task: Any, snapshot: Any, config: RetrievalConfig, usage: UsageIndex | None = None, *,
+                    index: RetrievalIndex | None = None) -> tuple[str, ...]:
+    """``C_q(L)``: the names whose cards the prompt of ``task`` shows, in prompt order (a pure
+    function of its arguments; ``index`` is the snapshot's :class:`RetrievalIndex`, built when
+    absent). ``usage`` never counts ``task``'s own record."""
+    if config.mode == "none":
+        return ()
+    if config.mode == "full":
+        return snapshot.topological_order()
+    index = index if index is not None else RetrievalIndex.build(snapshot)
+    prior = usage.votes(task.question, config.neighbours, exclude=str(getattr(task, "id", ""))) \
+        if usage is not None and config.usage_weight > 0 else None
+    out = retrieve(index, question_subgoal(task), config.cascade(), prior=prior)
+    return out.selected + out.children
+
+
+class PromptCards:
+    """The cards of every prompt over one snapshot: ``cards(task)`` (what
+    :func:`~cocoda_jax.rl.trajectory.run_episodes` takes as ``cards``). Immutable; the retrieval
+    index is built once, on first use, and each task's set is memoised."""
+
+    def __init__(self, snapshot: Any, config: RetrievalConfig, usage: UsageIndex | None = None):
+        self.snapshot, self.config, self.usage = snapshot, config, usage
+        self._render = CARD_STYLES[config.card_style]
+
+    @functools.cached_property
+    def index(self) -> RetrievalIndex:
+        return RetrievalIndex.build(self.snapshot)
+
+    def tools(self, task: Any) -> tuple[str, ...]:
+        key = (str(getattr(task, "id", "")), task.question)
+        cache = self.__dict__.setdefault("_tools", {})
+        if key not in cache:
+            index = self.index if self.config.mode == "cascade" else None
+            cache[key] = candidate_tools(task, self.snapshot, self.config, self.usage, index=index)
+        return cache[key]
+
+    def __call__(self, task: Any) -> tuple[str, ...]:
+        return tuple(self._render(self.snapshot.tool(n)) for n in self.tools(task))
+
+
+def all_cards(snapshot: Any, style: str) -> tuple[str, ...]:
+    """Every tool's card in topological order (the ``full`` prompt; texts for training a BPE)."""
+    return T.tool_cards(snapshot, card_fn=CARD_STYLES[style])
+
+
+__all__ = ["CARD_STYLES", "MODES", "PromptCards", "RetrievalConfig", "all_cards", "bare_card", "candidate_tools",
+           "name_card", "question_subgoal", "signature_card"]

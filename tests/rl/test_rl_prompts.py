@@ -1,0 +1,131 @@
+"""The planner's candidate set C_q(L): a pure function of (question, snapshot, config, usage), never
+more than k cards and only tools of the snapshot, the same prompt for SFT, GRPO and evaluation, and
+recall of the gold tools on held-out questions that the usage evidence actually earns."""
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cocoda_jax.coevolve.validate import gold_tool_sets
+from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.retrieval.synthetic_library import with_distractors
+from cocoda_jax.retrieval.usage import UsageIndex, program_tools
+from cocoda_jax.rl import loop as L
+from cocoda_jax.rl import trajectory as T
+from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards, candidate_tools
+
+TRAIN = sm.generate(300, seed=0, split="train", max_depth=2)
+HELD_OUT = sm.generate(40, seed=0, split="train", start=1_000_000, max_depth=2)
+
+
+@pytest.fixture(scope="module")
+def usage():
+    return UsageIndex.from_programs([(str(t.id), t.program) for t in TRAIN], {str(t.id): t.question for t in TRAIN})
+
+
+@pytest.fixture(scope="module")
+def grown(math_library):
+    """The primitives among 200 tools: distractors of other domains and of the same numeric types."""
+    return with_distractors(math_library, 200, seed=0)
+
+
+def test_modes(math_library, usage):
+    task = HELD_OUT[0]
+    assert candidate_tools(task, math_library, RetrievalConfig(mode="full")) == math_library.topological_order()
+    assert candidate_tools(task, math_library, RetrievalConfig(mode="none")) == ()
+    chosen = candidate_tools(task, math_library, RetrievalConfig(mode="cascade", k=5), usage)
+    assert len(chosen) == 5 and len(set(chosen)) == 5
+    with pytest.raises(ValueError, match="retrieval.mode"):
+        RetrievalConfig(mode="everything")
+    with pytest.raises(ValueError, match="card_style"):
+        RetrievalConfig(card_style="poster")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(i=st.integers(0, len(HELD_OUT) - 1), k=st.integers(1, 20), with_usage=st.booleans(),
+       neighbours=st.integers(0, 12))
+def test_candidate_set_is_bounded_pure_and_of_the_snapshot(grown, usage, i, k, with_usage, neighbours):
+    task = HELD_OUT[i]
+    cfg = RetrievalConfig(k=k, neighbours=neighbours)
+    first = candidate_tools(task, grown, cfg, usage if with_usage else None)
+    assert len(first) <= k and len(set(first)) == len(first)
+    assert all(n in grown for n in first)
+    assert candidate_tools(task, grown, cfg, usage if with_usage else None) == first
+    # the memoising holder answers the same as the function
+    assert PromptCards(grown, cfg, usage if with_usage else None).tools(task) == first
+
+
+def test_children_come_along_with_composites(composite_library):
+    task = dataclasses.replace(HELD_OUT[0], question="A price gets a discount then a tax: discount tax price.")
+    cfg = RetrievalConfig(k=2, with_children=True, usage_weight=0.0)
+    chosen = candidate_tools(task, composite_library, cfg)
+    composites = [n for n in chosen[:2] if composite_library.is_composite(n)]
+    for c in composites:
+        assert set(composite_library.children(c)) <= set(chosen)
+
+
+def test_sft_grpo_and_evaluation_see_the_same_prompt(math_library, sandbox, usage):
+    cards = PromptCards(math_library, RetrievalConfig(k=6), usage)
+    tasks = HELD_OUT[:3]
+    sft_prompts = [segs[0].text for segs in L.gold_segments(tasks, cards)]
+    played = [T.gold_demonstration(t, math_library, sandbox, cards=cards) for t in tasks]
+
+    def silent(contexts):
+        return ["" for _ in contexts]
+
+    rollouts = T.run_episodes(silent, tasks, math_library, sandbox, max_steps=1, cards=cards)
+    assert sft_prompts == [p.prompt for p in played] == [r.prompt for r in rollouts]
+    for t, prompt in zip(tasks, sft_prompts):
+        assert prompt == T.render_prompt(t, cards(t))
+        assert prompt.startswith(T.PROMPT_HEADER + "\n" + "\n".join(cards(t)) + "\n\n")
+    # a task's own demonstration is not its usage evidence: a training task's set is built like a
+    # held-out one's (up to the BM25 statistics its record still adds to the corpus)
+    own = TRAIN[0]
+    alone = UsageIndex([r for r in usage.records if r.task_id != str(own.id)])
+    assert usage.votes(own.question, 10, exclude=str(own.id)) == pytest.approx(alone.votes(own.question, 10), rel=0.02)
+
+
+def test_usage_votes():
+    idx = UsageIndex.from_programs([("a", "x0 = add(n0, n1)\nanswer = x0"), ("b", "x0 = mean(n0)\nanswer = x0")],
+                                   {"a": "Tom adds apples and pears", "b": "the average of the scores"})
+    votes = idx.votes("how many apples and pears together", 5)
+    assert set(votes) == {"add"} and votes["add"] == pytest.approx(1.0)
+    assert idx.votes("nothing in common here", 5) == {}
+    assert idx.votes("apples and pears", 5, exclude="a") == {}
+    assert program_tools("x0 = percent_of(n0, n1)\nx1 = subtract(n1, x0)\nanswer = x1") == {"percent_of", "subtract"}
+    assert UsageIndex([]).votes("anything") == {}
+
+
+def _all_found(tasks, snapshot, cfg, usage):
+    hits = 0
+    for t in tasks:
+        chosen = set(candidate_tools(t, snapshot, cfg, usage))
+        hits += any(g <= chosen for g in gold_tool_sets(t, snapshot))
+    return hits / len(tasks)
+
+
+def test_usage_evidence_earns_recall_on_held_out_questions(grown, usage):
+    """Descriptions alone rarely name a word problem's tools; the votes of solved training questions
+    do (measured at scale by launch/bench_retrieval.py --domain=synthetic_math)."""
+    with_usage = _all_found(HELD_OUT, grown, RetrievalConfig(k=8), usage)
+    without = _all_found(HELD_OUT, grown, RetrievalConfig(k=8, usage_weight=0.0), None)
+    assert with_usage >= 0.85
+    assert with_usage > without + 0.3
+
+
+def test_full_prompts_grow_with_the_library_and_cascade_prompts_do_not(math_library, grown, usage):
+    task = HELD_OUT[1]
+    full_small = T.render_prompt(task, all_cards(math_library, "bare"))
+    full_big = T.render_prompt(task, all_cards(grown, "bare"))
+    cascade_big = T.render_prompt(task, PromptCards(grown, RetrievalConfig(k=8), usage)(task))
+    assert len(full_big) > 4 * len(full_small)
+    assert len(cascade_big) < len(full_small)
+
+
+def test_with_distractors_keeps_the_base(math_library, grown):
+    assert len(grown) == 200 and set(math_library.names()) <= set(grown.names())
+    assert with_distractors(math_library, len(math_library), seed=0) is math_library
+    with pytest.raises(ValueError, match="more than size"):
+        with_distractors(math_library, 10, seed=0)
