@@ -59,12 +59,32 @@ def test_run_size_and_goals(tmp_path):
     assert m["typed_dag"]["tokens"] < m["flat"]["tokens"]
     assert m["typed_dag_mech"]["tokens"] < m["typed_dag"]["tokens"]
     fake = {"sizes": [1600, 102400], "methods": {
-        n: {"tokens": [100.0, 150.0], "recall": [0.9, 0.9], "p95_ms": [1.0, 2.0]} for n in bench_retrieval.METHODS}}
+        n: {"tokens": [100.0, 150.0], "tokens_mechanical": [50.0, 50.0], "recall": [0.9, 0.9], "p95_ms": [1.0, 2.0]}
+        for n in bench_retrieval.METHODS}}
     fake["methods"]["flat"]["tokens"] = [2000.0, 1e6]
     fake["methods"]["text_hier"]["tokens"] = [500.0, 900.0]
     g = bench_retrieval.goals(fake)
     assert g["at_1600"]["flat_goal_15x"] and not g["at_1600"]["text_hier_goal_6x"]
     assert g["growth_1600_to_max"]["goal_le_2x"] and g["max_p95_ms_typed_dag"] == 2.0
+    assert g["at_1600"]["cost_model_a"]["flat_over_typed"] == 1.0
+    # both cost models: mechanical rankers charge only the final cards
+    for v in m.values():
+        assert 0 < v["tokens_mechanical"] <= v["tokens"]
+
+
+def test_domain_questions_recall_and_cost_models():
+    """Recall of the gold program's tools on the default domain's held-out questions (a small
+    training set here): the usage evidence finds more than descriptions alone, and model (a)
+    charges less than model (b)."""
+    r = bench_retrieval.domain_questions("synthetic_math", "val", 8, 24, 0, default_counter(), n_train=300)
+    assert r["queries"] == 24 and set(r["cost_model"]) == {"tokens", "tokens_mechanical"}
+    m = r["methods"]
+    assert set(m) == {"typed_dag", "typed_dag_no_usage", "flat", "flat_usage", "text_hier"}
+    for v in m.values():
+        assert 0 <= v["all_gold_found"] <= v["gold_recall"] <= 1
+        assert 0 < v["tokens_mechanical"] < v["tokens"]
+    assert m["typed_dag"]["all_gold_found"] >= 0.8
+    assert m["typed_dag"]["all_gold_found"] > m["typed_dag_no_usage"]["all_gold_found"]
 
 
 def test_launcher_writes_aligned_json_and_plot(tmp_path):
@@ -85,5 +105,7 @@ def test_launcher_writes_aligned_json_and_plot(tmp_path):
     assert doc["k"] == 4 and doc["sizes"] == [60, 120]
     assert set(doc["methods"]) == set(bench_retrieval.METHODS)
     for m in doc["methods"].values():
-        assert all(len(m[key]) == 2 for key in ("tokens", "tokens_p95", "recall", "p50_ms", "p95_ms"))
+        assert all(len(m[key]) == 2 for key in ("tokens", "tokens_mechanical", "tokens_p95", "recall", "p50_ms",
+                                                "p95_ms"))
+    assert set(doc["cost_model"]) == {"tokens", "tokens_mechanical"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

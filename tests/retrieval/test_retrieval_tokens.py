@@ -84,8 +84,8 @@ def test_cascade_tokens_equal_tokenizer_count_of_materialised_text(synth):
         for stage in ("L2", "L3", "L4", "cards"):
             texts = led.texts.get(stage, [])
             assert r.stage(stage).tokens == _expected(c, texts)
-        # what L2 shows is exactly the one-liners of S2, and the cards those of the selected tools
-        assert sorted(led.texts["L2"]) == sorted(render_line(snap.tool(n)) for n in r.stage("L2").survivors)
+        # an LM ranker reads the one-liners of all of S1 to rank them; the cards are the selected tools'
+        assert sorted(led.texts["L2"]) == sorted(render_line(snap.tool(n)) for n in r.stage("L1").survivors)
         assert led.texts["cards"] == [render_card(snap.tool(n)) for n in r.selected]
         assert r.total_tokens == sum(s.tokens for s in r.stages)
 

@@ -41,12 +41,27 @@ def test_regions_and_phi_at_the_thresholds():
     assert region(0.19999, CFG) == "hard" and region(0.85001, CFG) == "mastered"
     assert phi(0.5) == 1.0 and phi(0.0) == 0.0 and phi(1.0) == 0.0
     assert math.isclose(phi(0.25), 0.75)
+    # a training reward with saved-call credit can pass 1: clipped, never a negative priority
+    assert phi(1.4) == 0.0 and phi(-0.2) == 0.0
 
 
 def test_tracking_reward_uses_progress_only_with_gold_intermediates():
     o = Outcome(r_res=0.0, progress=0.6)
     assert tracking_reward(o, True) == 0.6
     assert tracking_reward(o, False) == 0.0
+    assert tracking_reward(o, True, "progress") == 0.6
+
+
+def test_tracking_the_training_reward():
+    """The default of the co-evolution loop: what GRPO trains on, so an all-wrong group whose
+    progress varies is not a boundary task (its advantages are all zero)."""
+    wrong = [Outcome(r_res=0.0, progress=p) for p in (0.2, 0.5, 0.8)]
+    assert [tracking_reward(o, True, "reward", 0.0) for o in wrong] == [0.0, 0.0, 0.0]
+    assert tracking_reward(Outcome(r_res=1.0, progress=1.0), True, "reward", 1.6) == 1.6
+    with pytest.raises(ValueError, match="training_reward"):
+        tracking_reward(wrong[0], True, "reward")
+    with pytest.raises(ValueError, match="signal"):
+        tracking_reward(wrong[0], True, "vibes", 0.0)
 
 
 def test_observe_is_pure_and_keeps_a_window():

@@ -44,6 +44,11 @@ def test_report_has_the_required_keys_and_files(full):
                 "injected_mean_reward"} <= set(m)
     rods_records = [r for r in read_metrics(wd / "metrics.jsonl") if "rods/live" in r]
     assert len(rods_records) == 2 and all("rods/size/boundary" in r for r in rods_records)
+    # the prompts showed the cascade's candidate sets, and the report says what they cost and found
+    r = report["retrieval"]
+    assert r["mode"] == "cascade" and r["k"] == 8 and r["tasks"] == 6
+    assert 0.0 <= r["all_gold_found"] <= r["gold_recall"] <= 1.0
+    assert r["prompt_tokens_per_episode"] > 0 and r["overflow_episodes"] == 0
 
 
 def test_a_run_stopped_after_round_one_replays_exactly(full, tmp_path):
@@ -66,3 +71,10 @@ def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
                           tmp_path, progress=False)
     assert report["library"]["composites"] == 0 and report["library"]["primitives"] == 30
     assert report["frozen_library"] is True and report["rods_per_epoch"] is None
+
+
+def test_an_unknown_rods_signal_is_a_config_error(tmp_path):
+    from cocoda_jax.runs import common as C
+
+    with pytest.raises(C.ConfigError, match="rods.signal"):
+        coevolve.run(tiny_config(rods__signal="vibes"), tmp_path, progress=False)

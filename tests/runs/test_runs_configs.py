@@ -22,6 +22,7 @@ def test_sections_build(name):
     c = _load(name)
     C.rollout_config(c)
     C.reward_config(c)
+    C.retrieval_config(c)
     C.section(c.rods, "thresholds", RodsConfig)
     C.section(c.coevolve, "abstractor", AbstractorConfig)
     C.section(c.coevolve, "acceptance", AcceptanceConfig)
@@ -45,3 +46,15 @@ def test_a_mesh_larger_than_the_machine_is_a_config_error():
     c = _load("qwen3_8b_math", "tpu")  # fsdp 8 x tensor 4 = 32 devices
     with pytest.raises(C.ConfigError, match="mesh"):
         C.mesh_of(c)
+
+
+def test_retrieval_section_is_validated():
+    c = _load("default")
+    assert C.retrieval_config(c).mode == "cascade"
+    c.retrieval.mode = "everything"
+    with pytest.raises(C.ConfigError, match="retrieval.mode"):
+        C.retrieval_config(c)
+    c = _load("default")
+    c.retrieval.kk = 3
+    with pytest.raises(C.ConfigError, match="unknown key"):
+        C.retrieval_config(c)

@@ -57,3 +57,15 @@ def test_unknown_config_keys_are_typed_errors(tmp_path):
     bad = tiny_config(domain__name="gsm9k")
     with pytest.raises(C.ConfigError, match="gsm9k"):
         train.run(bad, tmp_path, progress=False)
+
+
+def test_a_library_too_large_for_the_prompt_is_a_typed_error_and_the_cascade_still_fits(uninterrupted, tmp_path):
+    """mode=full over 400 tools: no demonstration fits max_len, so nothing can train (a clear error,
+    before any checkpoint); the run's own cascade prompts stay short and say what they found."""
+    _, summary = uninterrupted
+    r = summary["retrieval"]
+    assert r["mode"] == "cascade" and r["overflow_episodes"] == 0 and r["prompt_tokens_per_episode"] > 0
+    big = tiny_config(domain__grow_library_to=400, retrieval__mode="full")
+    with pytest.raises(C.ConfigError, match="longer than rollout.max_len"):
+        train.run(big, tmp_path, progress=False)
+    assert not (tmp_path / "checkpoints").exists()
