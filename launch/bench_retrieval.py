@@ -15,7 +15,9 @@ candidate set of: ``typed_dag`` (the prompt's cascade, :func:`cocoda_jax.rl.prom
 tree). A task counts as ``all_gold_found`` when the set holds every tool of its gold program or of the
 same program refactored to call the library's composites; ``gold_recall`` is the mean share found.
 Writes ``{"domain", "split", "k", "queries", "library_size", "full_bare_list_tokens", "methods":
-{name: {"all_gold_found", "gold_recall", "tokens", "tokens_mechanical", "p50_ms"}}, "cost_model"}``.
+{name: {"all_gold_found", "gold_recall", "tokens", "tokens_mechanical", "prompt_bare_tokens", "p50_ms"}},
+"cost_model"}``; ``prompt_bare_tokens`` is what the default planner's prompt pays for the set (its
+names, one per line, the ``bare`` card style), to hold against ``full_bare_list_tokens``.
 
 **On synthetic libraries of growing size** (``--sizes``)::
 
@@ -190,7 +192,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
 
     def cascade(cfg, u):
         def run(t):
-            r = retrieve(index, question_subgoal(t), cfg.cascade(),
+            r = retrieve(index, question_subgoal(t), cfg.cascade(lm_stages=("L2", "L3", "L4")),
                          prior=u.votes(t.question, cfg.neighbours, exclude=str(t.id)) if u is not None else None)
             assert r.selected + r.children == candidate_tools(t, snap, cfg, u, index=index)
             return r
@@ -215,7 +217,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
            "full_bare_list_tokens": counter.count("\n".join(snap.topological_order())),
            "full_card_list_tokens": baselines._all_cards_tokens(index)[1], "methods": {}, "cost_model": COST_MODEL}
     for name, fn in runners.items():
-        found, share, toks, mech, ms = [], [], [], [], []
+        found, share, toks, mech, bare, ms = [], [], [], [], [], []
         for t, sets in zip(tasks, gold):
             t0 = time.perf_counter()
             r = fn(t)
@@ -225,9 +227,10 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
             share.append(max(len(g & chosen) / len(g) for g in sets))
             toks.append(r.total_tokens)
             mech.append(_mechanical(r))
+            bare.append(counter.count("\n".join((*r.selected, *r.children))))
         out["methods"][name] = {"all_gold_found": float(np.mean(found)), "gold_recall": float(np.mean(share)),
                                 "tokens": float(np.mean(toks)), "tokens_mechanical": float(np.mean(mech)),
-                                "p50_ms": float(np.percentile(ms, 50))}
+                                "prompt_bare_tokens": float(np.mean(bare)), "p50_ms": float(np.percentile(ms, 50))}
     return out
 
 

@@ -13,8 +13,8 @@ Nested survivor sets ``S0 ⊇ S1 ⊇ S2 ⊇ S3 ⊇ S4`` (S0 = the library):
   the same set as ``snapshot.signature_index.lookup(q, None, max_cost=...)``, with one match per
   shape instead of one per tool. A tool survives when its result fits and its cost is at most
   ``l1_max_cost`` (so :func:`~cocoda_jax.types.why_not` with that ``max_cost`` explains every tool
-  that does not); at most ``l1_cap`` survive, chosen by (cost, BM25 index score, name) — the index
-  score is a zero-token, LM-free tie-break among equally typed tools.
+  that does not); at most ``l1_cap`` survive, chosen by L2's own zero-token, LM-free score (BM25
+  index score minus the weighted L1 cost plus the weighted prior, then the name).
 * **L2** (reads one-line descriptions): BM25 (bm25s) over name + description ranks S1, minus
   ``l2_cost_weight`` x the L1 cost, plus ``dense_weight`` x the cosine of sentence embeddings when
   the index was built with a local encoder (``RetrievalIndex.build(snap, dense_model_dir=...)``),
@@ -305,19 +305,23 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
     # L1 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
     text_scores = index.bm25.scores(subgoal.description)
+    prior_scores = np.zeros(len(names))
+    if prior:
+        for n, v in prior.items():
+            if n in index.position:
+                prior_scores[index.position[n]] = config.prior_weight * float(v)
     idx, cost, shape_matches = index.l1(query_sig, config.l1_max_cost)
-    if idx.size > config.l1_cap:
-        order = np.lexsort((idx, -text_scores[idx], cost))[: config.l1_cap]
+    if idx.size > config.l1_cap:  # keep the best by L2's own LM-free score (text - cost + prior)
+        key = text_scores[idx] - config.l2_cost_weight * cost + prior_scores[idx]
+        order = np.lexsort((idx, -key))[: config.l1_cap]
         idx, cost = idx[order], cost[order]
     s1 = {names[i]: float(c) for i, c in zip(idx.tolist(), cost.tolist())}
     stages.append(StageReport("L1", tuple(sorted(s1)), 0, 0, time.perf_counter() - t0))
 
     # L2 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
-    score = {n: float(text_scores[index.position[n]]) - config.l2_cost_weight * c for n, c in s1.items()}
-    if prior:
-        for n in score:
-            score[n] += config.prior_weight * float(prior.get(n, 0.0))
+    score = {n: float(text_scores[index.position[n]] + prior_scores[index.position[n]]) - config.l2_cost_weight * c
+             for n, c in s1.items()}
     if config.dense_weight and s1:
         if index.dense is None:
             raise ValueError("CascadeConfig.dense_weight is set but the RetrievalIndex has no dense ranker "

@@ -71,7 +71,7 @@ class RetrievalConfig:
     l2_shortlist: int = 12
     l2_keep: int = 16
     neighbours: int = 10
-    usage_weight: float = 10.0
+    usage_weight: float = 20.0
     with_children: bool = False
 
     def __post_init__(self) -> None:
@@ -86,10 +86,12 @@ class RetrievalConfig:
         if self.neighbours < 0 or self.usage_weight < 0 or not self.l1_max_cost >= 0:
             raise ValueError("retrieval.neighbours, usage_weight and l1_max_cost must be >= 0")
 
-    def cascade(self) -> CascadeConfig:
+    def cascade(self, lm_stages: tuple[str, ...] = ()) -> CascadeConfig:
+        """The cascade's config. ``lm_stages``: the stages whose reading is charged in tokens; the
+        prompt path charges none (the selection is the same; counting is the benchmark's job)."""
         return CascadeConfig(k=self.k, l1_max_cost=self.l1_max_cost, l2_shortlist=self.l2_shortlist,
                              l2_keep=max(self.l2_keep, self.k), prior_weight=self.usage_weight,
-                             with_children=self.with_children)
+                             with_children=self.with_children, lm_stages=lm_stages)
 
 
 def question_subgoal(task: Any):

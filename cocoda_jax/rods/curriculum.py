@@ -7,7 +7,7 @@ opens that loop for a real learner::
         while cur.epoch < rounds:
             batch = cur.sample(n_groups, seed=round_seed)     # the GRPO groups' tasks
             ...                                               # roll out, train
-            cur.observe({task.id: progress_rewards, ...})     # one GRPO group per task
+            cur.observe({task.id: group_rewards, ...})        # one GRPO group per task
             cur.set_library(grown_snapshot)                   # optional, before end_epoch
             metrics = cur.end_epoch()                         # boundary + atomic save
 
@@ -223,8 +223,8 @@ class Curriculum:
         return tuple(self._tasks[t] for t in picked)
 
     def observe(self, groups: Mapping[str, Sequence[float]] | Iterable[tuple[str, Sequence[float]]]) -> None:
-        """Record GRPO groups of this epoch: task id -> the group's tracking rewards (the progress
-        reward where the task has gold intermediates, see :func:`.tracking_reward`). May be called
+        """Record GRPO groups of this epoch: task id -> the group's tracking rewards (the training
+        reward or the progress reward, see :func:`.tracking_reward`). May be called
         several times per epoch (a pair list may repeat a task); each call adds one group per entry.
         Only live pool tasks can be observed (RodsStateError otherwise; nothing is recorded then)."""
         self._check_open()
