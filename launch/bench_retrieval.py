@@ -164,7 +164,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     """The ``--domain`` mode (see the module doc)."""
     from configs import default
     from cocoda_jax.coevolve.rounds import warm_library
-    from cocoda_jax.coevolve.traces import trace_from_program
+    from cocoda_jax.coevolve.traces import gold_trace
     from cocoda_jax.coevolve.validate import gold_tool_sets
     from cocoda_jax.execution import Sandbox
     from cocoda_jax.retrieval.usage import UsageIndex
@@ -178,7 +178,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     with Sandbox(workers=2) as sandbox:
         dom = C.build_domain(config, sandbox)
         t0 = time.perf_counter()
-        traces = [trace_from_program(str(t.id), t.program, t.inputs, t.intermediates) for t in dom.train]
+        traces = [gold_trace(t) for t in dom.train]
         warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds))
         warm_s = time.perf_counter() - t0
     snap = warm.snapshot

@@ -222,6 +222,11 @@ def trace_from_program(task_id: str, program: str, inputs: Sequence[tuple[str, A
     return Trace(task_id, inputs, tuple(calls), tuple(vals), answer)
 
 
+def gold_trace(task: Any) -> Trace:
+    """A generated task's gold program (``task.program``, its inputs and recorded intermediates) as a trace."""
+    return trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
+
+
 def as_trace(item: Any, snapshot: Any) -> Trace:
     """A :class:`Trace` as is, or a trajectory read into one."""
     return item if isinstance(item, Trace) else trace_from_trajectory(item, snapshot)
@@ -279,6 +284,7 @@ def apply_replacements(trace: Trace, replacements: Sequence[Replacement]) -> Tra
 
 
 __all__ = [
-    "ANSWER", "Call", "Ref", "Replacement", "Trace", "TraceError", "apply_replacements", "as_trace", "node_refs",
+    "ANSWER", "Call", "Ref", "Replacement", "Trace", "TraceError", "apply_replacements", "as_trace", "gold_trace",
+    "node_refs",
     "parse_inputs_line", "ref_text", "trace_from_program", "trace_from_trajectory", "value_of",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cocoda_jax.coevolve.abstractor import Candidate, NotStraightLine, pattern_from_source, rewrite
-from cocoda_jax.coevolve.traces import Trace, trace_from_program
+from cocoda_jax.coevolve.traces import Trace, gold_trace
 from cocoda_jax.library import InsertRejected, LibrarySnapshot, Tool
 from cocoda_jax.library import checks
 from cocoda_jax.values import values_equal
@@ -245,7 +245,7 @@ def refactor_trace(trace: Trace, snapshot: LibrarySnapshot) -> Trace:
 def gold_tool_sets(task: Any, snapshot: LibrarySnapshot) -> tuple[frozenset[str], ...]:
     """The tools of ``task``'s gold program and of the same program refactored over ``snapshot``:
     a candidate set that holds either lets the planner write a correct program."""
-    trace = trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
+    trace = gold_trace(task)
     gold = frozenset(c.tool for c in trace.calls)
     refactored = frozenset(c.tool for c in refactor_trace(trace, snapshot).calls)
     return (gold,) if refactored == gold else (gold, refactored)

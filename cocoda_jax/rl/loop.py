@@ -127,6 +127,11 @@ class Evaluation:
     composite_uses: dict[str, int]
     trajectories: tuple[T.Trajectory, ...]
 
+    def outcomes(self) -> dict[str, int]:
+        """Per task id, 1 when its (greedy) trajectory was verified correct: what a paired comparison
+        of two runs on the same tasks reads (:func:`cocoda_jax.report.stats.paired_difference`)."""
+        return {t.task_id: int(t.correct) for t in self.trajectories}
+
     def metrics(self, prefix: str) -> dict[str, float]:
         out = {f"{prefix}/accuracy": self.accuracy, f"{prefix}/reward_mean": self.reward_mean,
                f"{prefix}/composite_share": self.composite_share}

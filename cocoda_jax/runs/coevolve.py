@@ -35,7 +35,7 @@ import numpy as np
 from cocoda_jax.coevolve import acceptance as A
 from cocoda_jax.coevolve.abstractor import AbstractorConfig, Pattern, SymbolicAbstractor, rewrite
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
-from cocoda_jax.coevolve.traces import trace_from_program, trace_from_trajectory
+from cocoda_jax.coevolve.traces import gold_trace, trace_from_trajectory
 from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
@@ -74,10 +74,6 @@ def rods_scalars(m: dict[str, Any]) -> dict[str, float]:
     if synth.get("acceptance_rate") is not None:
         out["rods/synthesis_acceptance_rate"] = synth["acceptance_rate"]
     return out
-
-
-def gold_trace(task: Any):
-    return trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
 
 
 def pattern_to_json(p: Pattern) -> list:
@@ -473,6 +469,7 @@ def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -
                                      "decisions": prog["decisions"], "warm": prog["warm"],
                                      "wall_s_this_process": time.perf_counter() - t_process,
                                      "retrieval": C.retrieval_summary(cards, ctx.domain.test, test, ctx.tok, ctx.rc),
+                                     "test_outcomes": test.outcomes(),
                                      "rods_per_epoch": prog["rods_metrics"] or None})
     REP.write_report(report, ctx.workdir / "report.json")
     REP.plot_coevolution(rounds, ctx.workdir / "plots")

@@ -150,6 +150,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
                          "grpo_test": final.accuracy, "sft_test": prog.get("sft_test_accuracy")},
             "val_curve": evals, "calls_per_solved_test": final.calls_per_solved,
             "retrieval": C.retrieval_summary(cards, domain.test, final, tok, rc),
+            "test_outcomes": final.outcomes(),
             "wall_s_this_process": time.perf_counter() - t_start,
         }
         (workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,51 @@
+"""Intervals for accuracies and paired comparisons, and the launcher that compares finished runs."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cocoda_jax.report.stats import accuracy_interval, paired_difference
+from launch import compare_runs
+
+
+def test_wilson_interval_known_values():
+    r = accuracy_interval(75, 128)
+    assert r["accuracy"] == pytest.approx(0.5859375)
+    # Wilson 95% for 75/128 (textbook formula, computed by hand): [0.4993, 0.6676]
+    assert r["low"] == pytest.approx(0.4993, abs=1e-3) and r["high"] == pytest.approx(0.6676, abs=1e-3)
+    assert accuracy_interval(0, 10)["low"] == 0.0 and accuracy_interval(10, 10)["high"] == 1.0
+    with pytest.raises(ValueError):
+        accuracy_interval(3, 2)
+
+
+@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))))
+def test_wilson_interval_contains_the_estimate(nk):
+    n, k = nk
+    r = accuracy_interval(k, n)
+    assert 0.0 <= r["low"] <= r["accuracy"] <= r["high"] <= 1.0
+
+
+def test_paired_difference_counts_discordant_tasks():
+    a = {"t1": 1, "t2": 1, "t3": 0, "t4": 1, "extra": 1}
+    b = {"t1": 1, "t2": 0, "t3": 0, "t4": 0}
+    r = paired_difference(a, b)
+    assert r["n"] == 4 and r["only_a"] == 2 and r["only_b"] == 0 and r["diff"] == 0.5
+    assert r["low"] < 0.5 < r["high"]
+    same = paired_difference(b, b)
+    assert same["diff"] == same["low"] == same["high"] == 0.0
+    with pytest.raises(ValueError, match="share no task"):
+        paired_difference({"x": 1}, {"y": 1})
+
+
+def test_compare_runs_reads_reports_and_summaries(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "report.json").write_text(json.dumps({"test_outcomes": {"t1": 1, "t2": 0, "t3": 1}}))
+    (tmp_path / "b" / "train_summary.json").write_text(json.dumps({"test_outcomes": {"t1": 0, "t2": 0, "t3": 1}}))
+    out = compare_runs.compare([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert [r["n"] for r in out["runs"]] == [3, 3]
+    assert out["paired_vs_first"][0]["diff"] == pytest.approx(-1 / 3) and out["paired_vs_first"][0]["only_b"] == 1
+    with pytest.raises(FileNotFoundError):
+        compare_runs.outcomes_of(tmp_path)
