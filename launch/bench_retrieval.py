@@ -163,6 +163,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
                      grow_library_to: int = 0, n_train: int = 2000) -> dict:
     """The ``--domain`` mode (see the module doc)."""
     from configs import default
+    from cocoda_jax.coevolve.abstractor import AbstractorConfig
     from cocoda_jax.coevolve.rounds import warm_library
     from cocoda_jax.coevolve.traces import gold_trace
     from cocoda_jax.coevolve.validate import gold_tool_sets
@@ -178,8 +179,9 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     with Sandbox(workers=2) as sandbox:
         dom = C.build_domain(config, sandbox)
         t0 = time.perf_counter()
-        traces = [gold_trace(t) for t in dom.train]
-        warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds))
+        traces = [gold_trace(t) for t in dom.train[:int(config.sft.n_demos)]]
+        warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds),
+                            config=C.section(config.coevolve, "abstractor", AbstractorConfig))
         warm_s = time.perf_counter() - t0
     snap = warm.snapshot
     usage = UsageIndex.from_programs([(tr.task_id, tr.program()) for tr in warm.traces],

@@ -15,34 +15,15 @@ from pathlib import Path
 
 from absl import app, flags
 
-from cocoda_jax.report.stats import accuracy_interval, paired_difference
+from cocoda_jax.report.stats import compare_runs
 
 _RUNS = flags.DEFINE_list("runs", None, "Run directories; the first is the reference.", required=True)
 _JSON_OUT = flags.DEFINE_string("json_out", None, "Write the JSON here too.")
 
 
-def outcomes_of(run_dir: str | Path) -> dict[str, int]:
-    """The run's ``test_outcomes`` (a clear error when the run has none: it is unfinished or older)."""
-    d = Path(run_dir)
-    for name in ("report.json", "train_summary.json"):
-        if (d / name).is_file():
-            doc = json.loads((d / name).read_text())
-            if "test_outcomes" not in doc:
-                raise ValueError(f"{d / name} has no test_outcomes (written by an older version?)")
-            return {str(k): int(v) for k, v in doc["test_outcomes"].items()}
-    raise FileNotFoundError(f"{d} holds neither report.json nor train_summary.json (an unfinished run?)")
-
-
-def compare(run_dirs: list[str]) -> dict:
-    outs = [outcomes_of(r) for r in run_dirs]
-    runs = [{"dir": r, **accuracy_interval(sum(o.values()), len(o))} for r, o in zip(run_dirs, outs)]
-    paired = [{"dir": r, **paired_difference(o, outs[0])} for r, o in zip(run_dirs[1:], outs[1:])]
-    return {"runs": runs, "paired_vs_first": paired}
-
-
 def main(argv) -> None:
     del argv
-    text = json.dumps(compare(list(_RUNS.value)), indent=1)
+    text = json.dumps(compare_runs(list(_RUNS.value)), indent=1)
     print(text)
     if _JSON_OUT.value:
         Path(_JSON_OUT.value).write_text(text + "\n")

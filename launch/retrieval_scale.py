@@ -31,24 +31,27 @@ _JSON_OUT = flags.DEFINE_string("json_out", None, "Write the JSON here too.")
 _SFT_STEPS = flags.DEFINE_integer("sft_steps", 200, "SFT steps of every cell.")
 _GRPO = flags.DEFINE_integer("grpo_iterations", 0, "GRPO iterations of every cell.")
 _SEED = flags.DEFINE_integer("seed", 0, "Run seed.")
+_K = flags.DEFINE_integer("k", 8, "retrieval.k of the cascade cells.")
 
 
-def cell_config(size: int, mode: str, sft_steps: int, grpo_iterations: int, seed: int):
+def cell_config(size: int, mode: str, sft_steps: int, grpo_iterations: int, seed: int, k: int = 8):
     from configs import train_math
 
     c = train_math.get_config()
     c.seed = seed
     c.domain.grow_library_to = size
     c.retrieval.mode = mode
+    c.retrieval.k = k
     c.sft.steps = sft_steps
     c.grpo.iterations = grpo_iterations
     c.grpo.eval_every = max(1, grpo_iterations)
     return c
 
 
-def run_cell(size: int, mode: str, workdir: Path, sft_steps: int, grpo_iterations: int, seed: int) -> dict:
-    config = cell_config(size, mode, sft_steps, grpo_iterations, seed)
-    cell = {"size": size, "mode": mode}
+def run_cell(size: int, mode: str, workdir: Path, sft_steps: int, grpo_iterations: int, seed: int,
+             k: int = 8) -> dict:
+    config = cell_config(size, mode, sft_steps, grpo_iterations, seed, k)
+    cell = {"size": size, "mode": mode, "k": k}
     try:
         summary = train.run(config, workdir, progress=False)
     except C.ConfigError as e:
@@ -62,13 +65,16 @@ def run_cell(size: int, mode: str, workdir: Path, sft_steps: int, grpo_iteration
             "val_accuracy": summary["accuracy"]["grpo_val"], "test_accuracy": summary["accuracy"]["grpo_test"],
             "sft_val_accuracy": summary["accuracy"]["sft_val"],
             "prompt_tokens_per_episode": r["prompt_tokens_per_episode"], "overflow_episodes": r["overflow_episodes"],
-            "episodes": r["tasks"], "all_gold_found": r["all_gold_found"]}
+            "episodes": r["tasks"], "all_gold_found": r["all_gold_found"],
+            "test_outcomes": summary.get("test_outcomes")}
 
 
 def main(argv) -> None:
     del argv
     root = Path(_WORKDIR.value)
-    cells = [run_cell(int(s), m, root / f"size_{int(s)}" / m, _SFT_STEPS.value, _GRPO.value, _SEED.value)
+    suffix = "" if _K.value == 8 else f"_k{_K.value}"
+    cells = [run_cell(int(s), m, root / f"size_{int(s)}" / f"{m}{suffix if m == 'cascade' else ''}", _SFT_STEPS.value,
+                      _GRPO.value, _SEED.value, _K.value)
              for s in _SIZES.value for m in _MODES.value]
     out = {"cells": cells, "budget": {"sft_steps": _SFT_STEPS.value, "grpo_iterations": _GRPO.value,
                                       "seed": _SEED.value, "config": "configs/train_math.py"}}

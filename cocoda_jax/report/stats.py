@@ -8,8 +8,10 @@ and the discordant counts (tasks only one arm solved), which is all that differs
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 Z95 = 1.959963984540054
 
@@ -42,4 +44,25 @@ def paired_difference(a: Mapping[str, int], b: Mapping[str, int], z: float = Z95
             "only_a": sum(x > 0 for x in d), "only_b": sum(x < 0 for x in d)}
 
 
-__all__ = ["accuracy_interval", "paired_difference"]
+def run_outcomes(run_dir: str | Path) -> dict[str, int]:
+    """A finished run's ``test_outcomes`` from its ``report.json`` (``launch.coevolve``) or
+    ``train_summary.json`` (``launch.train``); a clear error when it has none."""
+    d = Path(run_dir)
+    for name in ("report.json", "train_summary.json"):
+        if (d / name).is_file():
+            doc = json.loads((d / name).read_text())
+            if "test_outcomes" not in doc:
+                raise ValueError(f"{d / name} has no test_outcomes (written by an older version?)")
+            return {str(k): int(v) for k, v in doc["test_outcomes"].items()}
+    raise FileNotFoundError(f"{d} holds neither report.json nor train_summary.json (an unfinished run?)")
+
+
+def compare_runs(run_dirs: Sequence[str | Path]) -> dict:
+    """Each run's test accuracy with its interval, and each run against the first, paired by task."""
+    outs = [run_outcomes(r) for r in run_dirs]
+    runs = [{"dir": str(r), **accuracy_interval(sum(o.values()), len(o))} for r, o in zip(run_dirs, outs)]
+    paired = [{"dir": str(r), **paired_difference(o, outs[0])} for r, o in zip(run_dirs[1:], outs[1:])]
+    return {"runs": runs, "paired_vs_first": paired}
+
+
+__all__ = ["accuracy_interval", "compare_runs", "paired_difference", "run_outcomes"]

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cocoda_jax.report.stats import accuracy_interval, paired_difference
-from launch import compare_runs
+from cocoda_jax.report.stats import accuracy_interval, compare_runs, paired_difference, run_outcomes
 
 
 def test_wilson_interval_known_values():
@@ -44,8 +43,8 @@ def test_compare_runs_reads_reports_and_summaries(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "report.json").write_text(json.dumps({"test_outcomes": {"t1": 1, "t2": 0, "t3": 1}}))
     (tmp_path / "b" / "train_summary.json").write_text(json.dumps({"test_outcomes": {"t1": 0, "t2": 0, "t3": 1}}))
-    out = compare_runs.compare([str(tmp_path / "a"), str(tmp_path / "b")])
+    out = compare_runs([str(tmp_path / "a"), str(tmp_path / "b")])
     assert [r["n"] for r in out["runs"]] == [3, 3]
     assert out["paired_vs_first"][0]["diff"] == pytest.approx(-1 / 3) and out["paired_vs_first"][0]["only_b"] == 1
     with pytest.raises(FileNotFoundError):
-        compare_runs.outcomes_of(tmp_path)
+        run_outcomes(tmp_path)
