@@ -145,7 +145,8 @@ def _cards(ctx: _Ctx, snapshot: Any, programs: Any) -> PromptCards:
     if hit is None or hit[0] is not snapshot:
         questions = {i: ctx.tasks_by_id[i].question for i, _ in programs}
         hit = (snapshot, C.prompt_cards(snapshot, ctx.retrieval, programs, questions))
-        ctx.cards_cache.clear()  # a round needs at most the incumbent's and the candidate's
+        while len(ctx.cards_cache) >= 2:  # a round needs at most the incumbent's and the candidate's
+            ctx.cards_cache.pop(next(iter(ctx.cards_cache)))
         ctx.cards_cache[key] = hit
     return hit[1]
 
