@@ -169,7 +169,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     from cocoda_jax.coevolve.validate import gold_tool_sets
     from cocoda_jax.execution import Sandbox
     from cocoda_jax.retrieval.usage import UsageIndex
-    from cocoda_jax.rl.prompts import RetrievalConfig, candidate_tools, question_subgoal
+    from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
     from cocoda_jax.runs import common as C
 
     config = default.get_config()
@@ -193,11 +193,10 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     no_usage = RetrievalConfig(k=k, usage_weight=0.0)
 
     def cascade(cfg, u):
+        """The prompt's own selection (:func:`cocoda_jax.rl.prompts.candidate_tools`), with every LM-read stage charged."""
         def run(t):
-            r = retrieve(index, question_subgoal(t), cfg.cascade(lm_stages=("L2", "L3", "L4")),
-                         prior=u.votes(t.question, cfg.neighbours, exclude=str(t.id)) if u is not None else None)
-            assert r.selected + r.children == candidate_tools(t, snap, cfg, u, index=index)
-            return r
+            return retrieve(index, question_subgoal(t), cfg.cascade(lm_stages=("L2", "L3", "L4")),
+                            prior=u.votes(t.question, cfg.neighbours, exclude=str(t.id)) if u is not None else None)
         return run
 
     def flat_usage(t):

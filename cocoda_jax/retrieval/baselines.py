@@ -74,10 +74,7 @@ def flat(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, keep_text: bool
     else:
         ledger.record_counted("read", *_all_cards_tokens(index))
     if prior:
-        scores = index.bm25.scores(subgoal.description).astype(np.float64)
-        for n, v in prior.items():
-            if n in index.position:
-                scores[index.position[n]] += prior_weight * float(v)
+        scores = index.bm25.scores(subgoal.description) + index.prior_vector(prior, prior_weight)
         selected = [n for n, _ in index.bm25.rank("", limit=k, scores=scores)]
     else:
         selected = [n for n, _ in index.bm25.rank(subgoal.description, limit=k)]

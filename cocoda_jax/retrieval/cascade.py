@@ -182,6 +182,14 @@ class RetrievalIndex:
     def tool(self, name: str):
         return self.snapshot.tool(name)
 
+    def prior_vector(self, prior: Mapping[str, float] | None, weight: float) -> np.ndarray:
+        """``weight x prior`` per tool position (0 where the prior is silent or names no tool here)."""
+        out = np.zeros(len(self.names))
+        for n, v in (prior or {}).items():
+            if n in self.position:
+                out[self.position[n]] = weight * float(v)
+        return out
+
     def l1(self, query_sig, max_cost: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """(tool positions, costs, shape key -> Match) of every tool whose signature matches with
         cost <= max_cost; a Match's ``sources`` hold for every tool of its shape."""
@@ -305,11 +313,7 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
     # L1 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
     text_scores = index.bm25.scores(subgoal.description)
-    prior_scores = np.zeros(len(names))
-    if prior:
-        for n, v in prior.items():
-            if n in index.position:
-                prior_scores[index.position[n]] = config.prior_weight * float(v)
+    prior_scores = index.prior_vector(prior, config.prior_weight)
     idx, cost, shape_matches = index.l1(query_sig, config.l1_max_cost)
     if idx.size > config.l1_cap:  # keep the best by L2's own LM-free score (text - cost + prior)
         key = text_scores[idx] - config.l2_cost_weight * cost + prior_scores[idx]

@@ -125,6 +125,7 @@ class PromptCards:
     def __init__(self, snapshot: Any, config: RetrievalConfig, usage: UsageIndex | None = None):
         self.snapshot, self.config, self.usage = snapshot, config, usage
         self._render = CARD_STYLES[config.card_style]
+        self._tools: dict[tuple[str, str], tuple[str, ...]] = {}
 
     @functools.cached_property
     def index(self) -> RetrievalIndex:
@@ -132,11 +133,10 @@ class PromptCards:
 
     def tools(self, task: Any) -> tuple[str, ...]:
         key = (str(getattr(task, "id", "")), task.question)
-        cache = self.__dict__.setdefault("_tools", {})
-        if key not in cache:
+        if key not in self._tools:
             index = self.index if self.config.mode == "cascade" else None
-            cache[key] = candidate_tools(task, self.snapshot, self.config, self.usage, index=index)
-        return cache[key]
+            self._tools[key] = candidate_tools(task, self.snapshot, self.config, self.usage, index=index)
+        return self._tools[key]
 
     def __call__(self, task: Any) -> tuple[str, ...]:
         return tuple(self._render(self.snapshot.tool(n)) for n in self.tools(task))

@@ -129,3 +129,17 @@ def test_with_distractors_keeps_the_base(math_library, grown):
     assert with_distractors(math_library, len(math_library), seed=0) is math_library
     with pytest.raises(ValueError, match="more than size"):
         with_distractors(math_library, 10, seed=0)
+
+
+def test_charging_tokens_does_not_change_the_selection(grown, usage):
+    """The prompt path charges no stage (``lm_stages=()``); the benchmark charges L2-L4 for the same
+    retrieval: both must select the same tools."""
+    from cocoda_jax.retrieval.cascade import RetrievalIndex, retrieve
+    from cocoda_jax.rl.prompts import question_subgoal
+
+    index, cfg = RetrievalIndex.build(grown), RetrievalConfig(k=8)
+    for t in HELD_OUT[:10]:
+        charged = retrieve(index, question_subgoal(t), cfg.cascade(lm_stages=("L2", "L3", "L4")),
+                           prior=usage.votes(t.question, cfg.neighbours, exclude=str(t.id)))
+        assert charged.stage("L2").tokens > 0
+        assert charged.selected + charged.children == candidate_tools(t, grown, cfg, usage, index=index)
