@@ -32,6 +32,7 @@ setup(
         "sympy>=1.13,<2",
         "tqdm>=4.66,<5",
         "tensorboardX>=2.6,<3",
+        "math-verify>=0.9,<0.10",
     ],
     extras_require={
         "test": [
