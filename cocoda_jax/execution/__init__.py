@@ -12,11 +12,12 @@ This package imports no third-party module; a worker imports only the standard l
 
 from cocoda_jax.execution.containment import LAYERS
 from cocoda_jax.execution.default import default_sandbox
+from cocoda_jax.execution.environment import EnvironmentPlugin
 from cocoda_jax.execution.guard import ALLOWED_MODULES, Violation, check_source
 from cocoda_jax.execution.result import ERROR_KINDS, ExecError, RunResult, SandboxError
 from cocoda_jax.execution.sandbox import Sandbox
 
 __all__ = [
-    "ALLOWED_MODULES", "ERROR_KINDS", "LAYERS", "ExecError", "RunResult", "Sandbox", "SandboxError",
+    "ALLOWED_MODULES", "ERROR_KINDS", "EnvironmentPlugin", "LAYERS", "ExecError", "RunResult", "Sandbox", "SandboxError",
     "Violation", "check_source", "default_sandbox",
 ]

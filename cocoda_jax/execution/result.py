@@ -37,8 +37,10 @@ class RunResult:
     ``value`` is the program's ``answer`` (``None`` when it failed); ``calls`` the library tools the
     program itself called, in call order with repeats (calls made inside tools are not listed);
     ``values`` the ``(name, value)`` pairs bound by the program's top-level assignments, in order;
-    ``stdout`` what it printed (truncated); ``elapsed_s`` the run's wall time in the worker. On a
-    failure, ``calls``, ``values`` and ``stdout`` hold what happened before it.
+    ``stdout`` what it printed (truncated); ``elapsed_s`` the run's wall time in the worker;
+    ``environment_calls`` the ``(kind, method, kwargs)`` calls the run made on its environment
+    session (at any depth, in order; empty without one). On a failure, ``calls``, ``values``,
+    ``stdout`` and ``environment_calls`` hold what happened before it.
     """
 
     ok: bool
@@ -48,6 +50,7 @@ class RunResult:
     values: tuple[tuple[str, Any], ...] = ()
     stdout: str = ""
     elapsed_s: float = 0.0
+    environment_calls: tuple[tuple[str, str, dict], ...] = ()
 
     def __post_init__(self) -> None:
         if self.ok == (self.error is not None):

@@ -15,6 +15,13 @@ program's top-level assignments are instrumented to record ``(name, value)`` as 
 state that a program could change is reset before each run: ``random`` is seeded, ``decimal`` gets a
 fresh context.
 
+A worker may also hold a trusted **environment** (``worker.py`` loads it by file path; see
+``environment.py``): stateful backends such as BFCL's file system that tools reach only through the
+one builtin ``environment_call(kind, method, **kwargs)``. A run that carries an environment spec
+gets a fresh session built from it (its state is the spec's initial state with the spec's earlier
+calls replayed, so nothing survives from one run to the next); arguments and results cross the
+boundary as copies through the value codec, so a program never holds a reference into a backend.
+
 This module imports only the standard library and its two siblings: the worker loads all three by file
 path (under the names ``cocoda_values`` and ``cocoda_guard``); the trainer may import it for tests.
 """
@@ -257,8 +264,11 @@ def _syntax_message(exc: SyntaxError) -> str:
 class Runtime:
     """The restricted environment of one worker process (see the module docstring)."""
 
-    def __init__(self, limits: Limits = Limits(), library_cache: int = 16, code_cache: int = 512):
+    def __init__(self, limits: Limits = Limits(), library_cache: int = 16, code_cache: int = 512,
+                 environment: Any = None):
         self.limits = limits
+        self.environment = environment  # a trusted module with ``open(spec) -> session`` (or None)
+        self._session: Any = None
         self.modules = build_modules()
         self.builtins = self._make_builtins()
         self._library_cache = library_cache
@@ -303,7 +313,22 @@ class Runtime:
                 raise SandboxViolation(f"import of module {name!r} is not allowed")
             return runtime.modules[name]
 
-        safe.update(print=print, getattr=getattr, hasattr=hasattr, type=type, __import__=__import__)
+        def environment_call(kind, method, **kwargs):
+            """The only door from sandboxed code to the run's trusted environment session."""
+            session = runtime._session
+            if session is None:
+                raise SandboxViolation("this run has no environment (environment_call is unavailable)")
+            if not isinstance(kind, str) or not isinstance(method, str) or not _guard.attribute_allowed(method):
+                raise SandboxViolation(f"environment method {kind!r}.{method!r} is not allowed")
+            try:
+                copied = {k: _values.decode(_values.encode(v, lossy=False)) for k, v in kwargs.items()}
+            except Exception as exc:  # noqa: BLE001 - any value the codec refuses
+                raise TypeError(f"environment_call arguments must be plain values: {exc}") from None
+            result = session.call(kind, method, copied)
+            return _values.decode(_values.encode(result))
+
+        safe.update(print=print, getattr=getattr, hasattr=hasattr, type=type, __import__=__import__,
+                    environment_call=environment_call)
         return safe
 
     def _reset(self) -> None:
@@ -411,8 +436,12 @@ class Runtime:
             self._codes.popitem(last=False)
         return result
 
-    def run(self, lib: _Library, source: str, inputs: dict[str, Any] | None = None, seed: int = 0) -> dict:
-        """Runs one program; returns the reply (plain JSON-ready dict). Never raises."""
+    def run(self, lib: _Library, source: str, inputs: dict[str, Any] | None = None, seed: int = 0,
+            environment: dict | None = None) -> dict:
+        """Runs one program; returns the reply (plain JSON-ready dict). Never raises.
+
+        ``environment``: the spec of the run's environment session (or None); the reply's
+        ``environment_calls`` lists the calls this run made on it (``[kind, method, kwargs]``)."""
         start = time.perf_counter()
         self._reset()
         ns: dict[str, Any] = {}
@@ -422,6 +451,8 @@ class Runtime:
             random.seed(seed)
             decimal.setcontext(self._decimal_template.copy())
             code = self._compile(source) if lib.error is None else lib.error
+            if environment is not None and not isinstance(code, tuple):
+                code = self._open_session(environment) or code
             if isinstance(code, tuple):
                 error = code
             else:
@@ -455,6 +486,9 @@ class Runtime:
             self.wants_retirement = True
         finally:
             ns.clear()  # break the cycles between the program's functions and its namespace
+        session, self._session = self._session, None
+        environment_calls = ([[str(k), str(m), _values.encode(kw)] for k, m, kw in session.calls]
+                             if session is not None else [])
         if error is not None and error[0] == "memory":
             self._values.clear()
             gc.collect()
@@ -466,7 +500,20 @@ class Runtime:
             "values": self._values,
             "stdout": self._out.text(),
             "elapsed": time.perf_counter() - start,
+            "environment_calls": environment_calls,
         }
+
+    def _open_session(self, spec: Any) -> tuple[str, str] | None:
+        """Builds this run's environment session; a ``(kind, message)`` failure if it cannot."""
+        if self.environment is None:
+            return ("forbidden", "the run asks for an environment, but this sandbox has none")
+        try:
+            self._session = self.environment.open(_values.decode(spec))
+        except (CpuLimitExceeded, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bad spec or a replay that fails
+            return ("runtime", f"the environment could not be prepared: {describe(exc)}")
+        return None
 
 
 def _join(violations: tuple[Any, ...], limit: int = 5) -> str:

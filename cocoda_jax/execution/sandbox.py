@@ -37,6 +37,7 @@ from typing import Any
 
 from cocoda_jax import values
 from cocoda_jax.execution import containment
+from cocoda_jax.execution.environment import EnvironmentPlugin
 from cocoda_jax.execution.framing import FrameError
 from cocoda_jax.execution.process import WorkerProcess
 from cocoda_jax.execution.result import ExecError, RunResult, SandboxError
@@ -93,6 +94,8 @@ def _to_result(frame: dict) -> RunResult:
         values=tuple((str(name), values.decode(v)) for name, v in frame["values"]),
         stdout=str(frame["stdout"]),
         elapsed_s=float(frame["elapsed"]),
+        environment_calls=tuple((str(k), str(m), dict(values.decode(kw)))
+                                for k, m, kw in frame.get("environment_calls", ())),
     )
 
 
@@ -121,13 +124,15 @@ class Sandbox:
     worker; ``cpu_s`` the CPU-time limit per run (default: the run's timeout rounded up, plus 1 s);
     ``uid`` the unprivileged uid a root trainer's workers drop to (``None``: keep root);
     ``network_namespace`` whether workers try to enter a fresh network namespace; ``seed`` seeds
-    ``random`` before every run. Not for concurrent use from several threads at once: calls are
+    ``random`` before every run; ``environment`` a trusted stateful environment the workers load
+    (:class:`~cocoda_jax.execution.environment.EnvironmentPlugin`; runs opt in per program). Not for concurrent use from several threads at once: calls are
     serialised by a lock.
     """
 
     def __init__(self, workers: int = 2, timeout_s: float = 5.0, memory_mb: int = 512, cpu_s: int | None = None,
                  *, max_stdout: int = 8192, uid: int | None = 65534, network_namespace: bool = True,
-                 seed: int = 0, start_timeout_s: float = 30.0, python: str | None = None):
+                 seed: int = 0, start_timeout_s: float = 30.0, python: str | None = None,
+                 environment: EnvironmentPlugin | None = None):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if not timeout_s > 0:
@@ -138,7 +143,7 @@ class Sandbox:
             raise ValueError(f"cpu_s must be at least 1 (whole seconds), got {cpu_s}")
         self.workers, self.timeout_s, self.memory_mb, self.cpu_s = workers, float(timeout_s), memory_mb, cpu_s
         self.max_stdout, self.uid, self.network_namespace, self.seed = max_stdout, uid, network_namespace, seed
-        self.start_timeout_s, self.python = start_timeout_s, python
+        self.start_timeout_s, self.python, self.environment = start_timeout_s, python, environment
         self._lock = threading.RLock()
         self._slots: list[_Slot] = []
         self._selector: selectors.BaseSelector | None = None
@@ -213,17 +218,21 @@ class Sandbox:
 
     # --- running ---------------------------------------------------------------------------------------
     def run(self, program: str, library: Any = (), timeout_s: float | None = None, *,
-            inputs: Mapping[str, Any] | None = None) -> RunResult:
+            inputs: Mapping[str, Any] | None = None, environment: Any = None) -> RunResult:
         """Runs one program (see :meth:`run_many`)."""
-        return self.run_many([program], library, timeout_s, inputs=None if inputs is None else [inputs])[0]
+        return self.run_many([program], library, timeout_s, inputs=None if inputs is None else [inputs],
+                             environments=None if environment is None else [environment])[0]
 
     def run_many(self, programs: Sequence[str], library: Any = (), timeout_s: float | None = None, *,
-                 inputs: Sequence[Mapping[str, Any] | None] | None = None) -> list[RunResult]:
+                 inputs: Sequence[Mapping[str, Any] | None] | None = None,
+                 environments: Sequence[Any] | None = None) -> list[RunResult]:
         """Runs each program against ``library``; one :class:`RunResult` per program, in order.
 
         ``library``: a LibrarySnapshot (anything with ``.sources()``) or tool sources in dependency order.
         ``timeout_s``: wall-clock limit per program (default: the sandbox's). ``inputs``: per program,
-        values bound to variable names before it runs (not recorded in ``values``).
+        values bound to variable names before it runs (not recorded in ``values``). ``environments``:
+        per program, the spec of its environment session (a plain value; None for none), for a
+        sandbox built with an ``environment`` plugin.
         """
         programs = list(programs)
         for i, program in enumerate(programs):
@@ -232,13 +241,21 @@ class Sandbox:
         if inputs is not None and len(inputs) != len(programs):
             raise ValueError(f"{len(inputs)} inputs for {len(programs)} programs")
         encoded = [_encode_inputs(i, inp) for i, inp in enumerate(inputs or [None] * len(programs))]
+        if environments is not None and len(environments) != len(programs):
+            raise ValueError(f"{len(environments)} environments for {len(programs)} programs")
+        if environments is not None and any(e is not None for e in environments) and self.environment is None:
+            raise ValueError("environment specs given, but this sandbox was built without an environment plugin")
+        try:
+            specs = [None if e is None else values.encode(e, lossy=False) for e in environments or [None] * len(programs)]
+        except values.UnencodableValue as exc:
+            raise ValueError(f"an environment spec is not a plain value: {exc}") from None
         timeout = self.timeout_s if timeout_s is None else float(timeout_s)
         if not timeout > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         sources = library_sources(library)
         with self._lock:
             self.start()
-            return self._execute(programs, encoded, sources, timeout)
+            return self._execute(programs, encoded, sources, timeout, specs)
 
     # --- the scheduler ---------------------------------------------------------------------------------
     def _check_usable(self) -> None:
@@ -248,9 +265,9 @@ class Sandbox:
             raise SandboxError("this sandbox belongs to the parent process; create a new one after fork")
 
     def _execute(self, programs: list[str], inputs: list[dict | None], sources: tuple[str, ...],
-                 timeout: float) -> list[RunResult]:
+                 timeout: float, environments: list[Any] | None = None) -> list[RunResult]:
         job = _Job(programs, inputs, sources, library_key(sources), timeout,
-                   self.cpu_s or math.ceil(timeout) + 1, self.workers)
+                   self.cpu_s or math.ceil(timeout) + 1, self.workers, environments)
         try:
             while job.remaining:
                 self._step(job)
@@ -296,7 +313,7 @@ class Sandbox:
         while len(slot.libs) > _LIBRARY_CACHE:
             slot.libs.popitem(last=False)
         slot.request = {"op": "batch", "lib": job.key, "tools": None if cached else list(job.sources),
-                        "programs": [[job.programs[i], job.inputs[i]] for i in take],
+                        "programs": [[job.programs[i], job.inputs[i], job.environments[i]] for i in take],
                         "cpu_s": job.cpu_s, "seed": self.seed}
         slot.batch, slot.done, slot.since = take, 0, time.monotonic()
         if not slot.worker.send(slot.request):  # it died while idle: nothing of this batch ran
@@ -409,6 +426,7 @@ class Sandbox:
             # that has used half of it retires (so a run never meets the hard limit's SIGKILL).
             "cpu_budget_s": max(3600, 4 * (self.cpu_s or math.ceil(self.timeout_s) + 1)),
             "max_stdout": self.max_stdout,
+            "environment": None if self.environment is None else self.environment.to_config(),
         }
         slot.worker = WorkerProcess(config, self.python)
         slot.ready, slot.batch, slot.done, slot.request, slot.retire = False, [], 0, None, False
@@ -420,8 +438,9 @@ class _Job:
     """The state of one ``run_many`` call: what is pending and what has finished."""
 
     def __init__(self, programs: list[str], inputs: list[dict | None], sources: tuple[str, ...], key: str,
-                 timeout: float, cpu_s: int, workers: int):
+                 timeout: float, cpu_s: int, workers: int, environments: list[Any] | None = None):
         self.programs, self.inputs, self.sources, self.key = programs, inputs, sources, key
+        self.environments = environments or [None] * len(programs)
         self.timeout, self.cpu_s = timeout, cpu_s
         self.pending = collections.deque(range(len(programs)))
         self.results: list[RunResult | None] = [None] * len(programs)

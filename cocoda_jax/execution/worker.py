@@ -7,8 +7,8 @@ then apply the kernel layers (after which no file can be opened), then say hello
 
 Protocol (frames of ``framing.py``), trainer -> worker::
 
-    {"op": "batch", "lib": KEY, "tools": [SOURCE, ...] | null, "programs": [[SOURCE, INPUTS | null], ...],
-     "cpu_s": N, "seed": S}
+    {"op": "batch", "lib": KEY, "tools": [SOURCE, ...] | null,
+     "programs": [[SOURCE, INPUTS | null, ENVIRONMENT_SPEC | null], ...], "cpu_s": N, "seed": S}
 
 ``tools`` is null when the trainer believes this worker has library ``KEY`` cached (it mirrors the
 worker's LRU); if it does not, the worker answers ``{"op": "need_lib"}`` and the trainer resends with
@@ -49,7 +49,15 @@ def main() -> None:
     runtime = _load("cocoda_runtime", os.path.join(_HERE, "runtime.py"))
 
     limits = runtime.Limits(max_stdout=int(config["max_stdout"]))
-    rt = runtime.Runtime(limits)
+    environment = None
+    if config.get("environment"):
+        # A trusted environment module (stateful backends): loaded, with the import path its backends
+        # need, before the kernel layers close the file system; programs reach it only via runtime.
+        spec = config["environment"]
+        sys.path.extend(str(p) for p in spec.get("sys_path", ()))
+        environment = _load("cocoda_environment", spec["path"])
+        environment.warm_up()
+    rt = runtime.Runtime(limits, environment=environment)
     runtime.warm_up()
     rfd, wfd = containment.move_pipes()
     # Nothing may write to the standard streams: a warning per compiled program (SyntaxWarning) would
@@ -114,10 +122,11 @@ def _serve(rt, framing, rfd: int, wfd: int, cpu: _CpuArm) -> None:
         if lib is None:
             framing.write_frame(wfd, {"op": "need_lib"})
             continue
-        for source, inputs in request["programs"]:
+        for source, inputs, *rest in request["programs"]:
+            environment = rest[0] if rest else None
             cpu.arm(request["cpu_s"])
             try:
-                reply = rt.run(lib, source, inputs, request.get("seed", 0))
+                reply = rt.run(lib, source, inputs, request.get("seed", 0), environment)
             finally:
                 cpu.disarm()
             reply["retire"] = rt.wants_retirement or cpu.exhausted()
@@ -126,6 +135,7 @@ def _serve(rt, framing, rfd: int, wfd: int, cpu: _CpuArm) -> None:
             except (ValueError, TypeError, RecursionError, MemoryError) as exc:
                 frame = framing.pack({
                     "ok": False, "value": None, "calls": [], "values": [], "stdout": "", "retire": True,
+                    "environment_calls": [],
                     "error": ["output_limit", f"the reply cannot be encoded: {type(exc).__name__}"],
                     "elapsed": reply.get("elapsed", 0.0)})
             framing.write_bytes(wfd, frame)
