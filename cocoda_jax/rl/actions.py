@@ -343,13 +343,15 @@ def bind(env: Mapping[str, Type], check: StepCheck) -> dict[str, Type]:
 @dataclasses.dataclass(frozen=True)
 class StepOutcome:
     """What running one checked step gave: the bound ``value`` or a typed ``error`` kind (one of
-    :data:`RUNTIME_ERRORS`) with ``message``; ``calls`` are the tools the step called at top level."""
+    :data:`RUNTIME_ERRORS`) with ``message``; ``calls`` are the tools the step called at top level;
+    ``environment_calls`` the ``(kind, method, kwargs)`` calls it made on a stateful environment."""
 
     ok: bool
     value: Any = None
     error: str | None = None
     message: str = ""
     calls: tuple[str, ...] = ()
+    environment_calls: tuple[tuple[str, str, dict], ...] = ()
 
 
 def step_program(check: StepCheck, text: str) -> str:
@@ -363,19 +365,24 @@ def step_program(check: StepCheck, text: str) -> str:
 
 def outcome_from_result(result: Any) -> StepOutcome:
     """A sandbox :class:`~cocoda_jax.execution.RunResult` as a :class:`StepOutcome`."""
+    env_calls = tuple(getattr(result, "environment_calls", ()))
     if result.ok:
-        return StepOutcome(ok=True, value=result.value, calls=tuple(result.calls))
-    return StepOutcome(ok=False, error=result.error.kind, message=result.error.message, calls=tuple(result.calls))
+        return StepOutcome(ok=True, value=result.value, calls=tuple(result.calls), environment_calls=env_calls)
+    return StepOutcome(ok=False, error=result.error.kind, message=result.error.message, calls=tuple(result.calls),
+                       environment_calls=env_calls)
 
 
 def execute_steps(texts: Sequence[str], checks: Sequence[StepCheck], bindings: Sequence[Mapping[str, Any]],
-                  snapshot: Any, sandbox: Any, timeout_s: float | None = None) -> list[StepOutcome]:
+                  snapshot: Any, sandbox: Any, timeout_s: float | None = None,
+                  environments: Sequence[Any] | None = None) -> list[StepOutcome]:
     """Runs several checked steps in one sandbox batch (one per rollout of a group), each with the
-    values bound so far in its own rollout passed as ``inputs``."""
+    values bound so far in its own rollout passed as ``inputs`` and, for a stateful domain, the spec
+    of its environment session (``environments``; see :mod:`cocoda_jax.execution.environment`)."""
     programs = [step_program(c, t) for t, c in zip(texts, checks, strict=True)]
     if len(bindings) != len(programs):
         raise ValueError(f"{len(bindings)} bindings for {len(programs)} steps")
-    results = sandbox.run_many(programs, snapshot, timeout_s, inputs=[dict(b) for b in bindings])
+    extra = {} if environments is None or all(e is None for e in environments) else {"environments": list(environments)}
+    results = sandbox.run_many(programs, snapshot, timeout_s, inputs=[dict(b) for b in bindings], **extra)
     return [outcome_from_result(r) for r in results]
 
 
@@ -412,20 +419,22 @@ def _fmt(value: Any) -> str:
     return repr(value)
 
 
-def render_observation(check: StepCheck, outcome: StepOutcome | None = None) -> str:
+def render_observation(check: StepCheck, outcome: StepOutcome | None = None,
+                       max_chars: int = MAX_OBSERVATION_CHARS) -> str:
     """The observation line after a step: ``-> value``, or ``-> error[kind]: short message`` for a
-    refused step (``outcome`` None) or a failed run. One line, at most about 120 characters."""
+    refused step (``outcome`` None) or a failed run. One line, at most about ``max_chars``
+    characters (a domain whose observations carry text, e.g. BFCL's next user turn, raises it)."""
     if not check.ok:
         kind, message = check.kind, check.message
     elif outcome is None:
         raise ValueError("an ok step needs its outcome to be observed")
     elif outcome.ok:
-        return OBSERVATION_PREFIX + format_value(outcome.value)
+        return OBSERVATION_PREFIX + format_value(outcome.value, max_chars)
     else:
         kind, message = outcome.error, outcome.message
     message = " ".join(str(message).split())
     text = f"{OBSERVATION_PREFIX}error[{kind}]: {message}"
-    return text if len(text) <= MAX_OBSERVATION_CHARS else text[:MAX_OBSERVATION_CHARS - 3] + "..."
+    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."
 
 
 __all__ = [

@@ -218,6 +218,8 @@ class Trajectory:
     r_res: float
     progress: float
     stop: str
+    #: A stateful domain's ``(kind, method, kwargs)`` environment calls of the completed steps.
+    environment_calls: tuple[tuple[str, str, dict], ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -315,6 +317,13 @@ class _Live:
     bindings: dict
     steps: list
     done: bool = False
+    environment_calls: list = dataclasses.field(default_factory=list)
+
+    def environment_spec(self) -> Any:
+        """The spec of this rollout's environment session for its next step: the task's initial
+        state with every call its completed steps made (None for a stateless domain)."""
+        spec = getattr(self.task, "environment", None)
+        return None if spec is None else {**spec, "replay": [list(c) for c in self.environment_calls]}
 
 
 def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, sandbox: Any, max_steps: int = 8, *,
@@ -356,15 +365,18 @@ def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, san
         outcomes: dict[int, StepOutcome] = {}
         if runnable:
             ran = actions.execute_steps([texts[i] for i in runnable], [checks[i] for i in runnable],
-                                        [active[i].bindings for i in runnable], snapshot, sandbox, timeout_s)
+                                        [active[i].bindings for i in runnable], snapshot, sandbox, timeout_s,
+                                        environments=[active[i].environment_spec() for i in runnable])
             outcomes = dict(zip(runnable, ran))
         for i, r in enumerate(active):
             check, outcome = checks[i], outcomes.get(i)
-            observation = actions.render_observation(check, outcome)
+            observation = actions.render_observation(
+                check, outcome, getattr(r.task, "observation_chars", actions.MAX_OBSERVATION_CHARS))
             extra = None if isinstance(generated[i], str) else generated[i]
             r.steps.append(StepRecord(raws[i], texts[i], check, outcome, observation, extra))
             r.context += texts[i] + "\n" + observation + "\n"
             if outcome is not None and outcome.ok:
+                r.environment_calls.extend(outcome.environment_calls)
                 r.bindings[check.step.target] = outcome.value
                 r.env = actions.bind(r.env, check)
                 r.done = check.is_answer
@@ -382,13 +394,18 @@ def _text_of(generated: Any) -> str:
 def _finish(r: _Live, verify: Callable[[Any, Any], float]) -> Trajectory:
     answered = r.done
     answer = r.bindings.get(actions.ANSWER) if answered else None
-    r_res = float(verify(answer, r.task)) if answered else 0.0
+    score_calls = getattr(r.task, "score_environment_calls", None)
+    if score_calls is not None:  # a stateful domain is judged on what was done, not on a value
+        r_res = float(score_calls(tuple(r.environment_calls)))
+    else:
+        r_res = float(verify(answer, r.task)) if answered else 0.0
     if not 0.0 <= r_res <= 1.0:
         raise ValueError(f"the verifier returned {r_res}, outside [0, 1]")
     values = tuple((s.check.step.target, s.outcome.value) for s in r.steps if s.ok)
     return Trajectory(task_id=str(getattr(r.task, "id", "")), prompt=r.prompt, steps=tuple(r.steps),
                       answer=answer, answered=answered, r_res=r_res, progress=progress_of(r.task, values, r_res),
-                      stop="answer" if answered else "max_steps")
+                      stop="answer" if answered else "max_steps",
+                      environment_calls=tuple(r.environment_calls))
 
 
 def run_episode(policy_fn: PolicyFn, task: Any, snapshot: Any, sandbox: Any, max_steps: int = 8, **kwargs) -> Trajectory:
