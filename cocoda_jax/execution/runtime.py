@@ -184,7 +184,8 @@ def _fits(value: Any, limit: int) -> bool:
 
 
 def encode_bounded(value: Any, limit: int) -> Any | None:
-    """The codec's encoding of ``value``, or ``None`` when it is too large or too deeply nested."""
+    """The codec's encoding of ``value``, or ``None`` when it is too large or too deeply nested (the
+    encoding of ``None`` itself is ``None`` too: callers tell the two apart by the value)."""
     if not _fits(value, limit):
         return None
     try:
@@ -340,7 +341,7 @@ class Runtime:
     def _record(self, name: str, value: Any) -> None:
         if len(self._values) < self.limits.max_values:
             encoded = encode_bounded(value, self.limits.max_value_chars)
-            self._values.append([name, _TOO_LARGE if encoded is None else encoded])
+            self._values.append([name, _TOO_LARGE if encoded is None and value is not None else encoded])
 
     def _traced(self, name: str, fn: Any) -> Any:
         runtime = self
@@ -474,7 +475,7 @@ class Runtime:
                         error = ("no_answer", "the program finished without binding 'answer'")
                     else:
                         encoded_answer = encode_bounded(ns["answer"], self.limits.max_answer_chars)
-                        if encoded_answer is None:
+                        if encoded_answer is None and ns["answer"] is not None:
                             error = ("output_limit", f"'answer' is larger than {self.limits.max_answer_chars} "
                                                      f"encoded characters or nested too deeply")
         except SandboxViolation as exc:

@@ -28,8 +28,11 @@ from dataclasses import dataclass
 
 from cocoda_jax.library.errors import MalformedTool
 
+#: Builtins the sandbox adds to Python's: ``environment_call``, the door of an environment-bodied
+#: tool (e.g. a BFCL function) to its trusted stateful backend (cocoda_jax.execution.environment).
+SANDBOX_BUILTINS = frozenset({"environment_call"})
 #: Names the sandbox and Python resolve to builtins; a tool may not take one of them as its name.
-BUILTIN_NAMES = frozenset(dir(builtins))
+BUILTIN_NAMES = frozenset(dir(builtins)) | SANDBOX_BUILTINS
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 

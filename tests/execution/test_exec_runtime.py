@@ -181,3 +181,11 @@ def test_bounded_encoding_refuses_huge_cyclic_and_deep_values():
     assert encode_bounded(cyclic, 10**6) is None
     assert encode_bounded(deep, 10**6) is None
     assert encode_bounded(10**5000, 10**6) is None
+
+
+def test_a_none_answer_or_value_is_a_value_not_an_output_limit(rt, lib):
+    """``None`` encodes to ``None``, which the bounded encoder also uses for "too large": a tool that
+    returns None (BFCL's ``mkdir``) must still give an ok run."""
+    reply = rt.run(lib, "x = None\nanswer = x")
+    assert reply["ok"], reply["error"]
+    assert reply["value"] is None and reply["values"] == [["x", None], ["answer", None]]
