@@ -76,10 +76,9 @@ is a documentation-only record (single-turn BFCL functions have no implementatio
 ``body="environment"``: the function body is exactly
 ``return environment_call('<Class>', '<method>', <kw>=<param>, ...)`` (keywords are the BFCL
 parameter names; one that is not an identifier is passed through ``**{...}``), a call to the name
-``environment_call`` the sandbox provides at run time. Such tools pass the sandbox's static guard,
-but INSERTTOOL refuses them: ``environment_call`` is neither a library tool nor a Python builtin
-(an unknown dependency) -- :attr:`BfclLibrary.snapshot` raises :class:`NotInsertable` saying so, and
-the tools are used as the tuple :attr:`BfclLibrary.tools`.
+``environment_call`` the sandbox provides at run time (its environment plugin; ``kind`` is the
+class). Such tools pass the sandbox's static guard, and INSERTTOOL takes them
+(``environment_call`` is among the library's ``BUILTIN_NAMES``).
 
 **Result type**: from the doc's ``response`` schema when present (every multi-turn doc has one:
 ``dict[str, Any]``), else ``Any``.
@@ -139,10 +138,6 @@ class BfclDocError(BfclError):
         self.doc_name, self.reason, self.where = doc_name, reason, where
         at = f" (from {where})" if where else ""
         super().__init__(f"BFCL doc {doc_name!r}{at}: {reason}")
-
-
-class NotInsertable(BfclError):
-    """Environment-bodied tools cannot enter a LibrarySnapshot (see the module docstring)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,12 +638,8 @@ class BfclLibrary:
 
     @functools.cached_property
     def snapshot(self) -> LibrarySnapshot:
-        """The tools inserted through INSERTTOOL (no examples, so no sandbox run is needed)."""
-        if self.body == "environment":
-            raise NotInsertable(
-                f"these {len(self.tools)} tools call {ENVIRONMENT_CALL!r}, which the sandbox provides at run "
-                f"time; INSERTTOOL refuses it as an unknown dependency (it is neither a library tool nor a "
-                f"Python builtin), so an environment-bodied library is the tuple .tools, not a snapshot")
+        """The tools inserted through INSERTTOOL (no examples, so no sandbox run is needed;
+        ``environment_call`` is one of the sandbox builtins the library's analysis knows)."""
         snap = LibrarySnapshot.empty(max_depth=self.max_depth)
         for t in self.tools:
             snap = snap.insert(t)
@@ -768,7 +759,7 @@ def multi_turn_library(classes: Iterable[str] = MULTI_TURN_CLASSES, body: str = 
 
 __all__ = [
     "BODIES", "BfclDocError", "BfclError", "BfclLibrary", "Converted", "ENVIRONMENT_CALL", "KNOWN_FAILURES",
-    "MULTI_TURN_CLASSES", "NameMap", "NotInsertable", "ParamPlan", "SINGLE_TURN_CATEGORIES", "category_docs",
+    "MULTI_TURN_CLASSES", "NameMap", "ParamPlan", "SINGLE_TURN_CATEGORIES", "category_docs",
     "convert_doc", "data_dir", "doc_key", "func_doc_files", "library_from_docs", "load_answers", "load_category",
     "multi_turn_docs", "multi_turn_library", "plan_params", "read_jsonl", "schema_type", "tool_from_doc", "tool_name",
 ]
