@@ -19,6 +19,18 @@ Writes ``{"domain", "split", "k", "queries", "library_size", "full_bare_list_tok
 "cost_model"}``; ``prompt_bare_tokens`` is what the default planner's prompt pays for the set (its
 names, one per line, the ``bare`` card style), to hold against ``full_bare_list_tokens``.
 
+**On BFCL's function docs** (``--domain=bfcl``)::
+
+    python -m launch.bench_retrieval --domain=bfcl --k=8 [--queries=N] --json_out=F
+
+The pool is every distinct function doc of BFCL's single-turn categories (simple_python, multiple,
+parallel, parallel_multiple, live_simple, live_multiple) plus the eight executable multi-turn
+classes' docs, as tools (:mod:`cocoda_jax.data.bfcl_tools`); the queries are those categories'
+questions with their ground-truth functions as gold; ``--queries`` caps them (default: all). The
+cascade's two tuned knobs are chosen on a validation half and every method is reported on the other
+half; the schema is the one above plus ``tuning``, ``goals`` and per-method extras (details in
+:mod:`cocoda_jax.retrieval.bfcl_bench`).
+
 **On synthetic libraries of growing size** (``--sizes``)::
 
     python -m launch.bench_retrieval --sizes=100,400,1600,6400,25600,102400 --k=8 --queries=200 \
@@ -62,7 +74,8 @@ from cocoda_jax.retrieval.tokens import TokenCounter
 
 _SIZES = flags.DEFINE_list("sizes", ["100", "400", "1600", "6400", "25600", "102400"], "Library sizes.")
 _K = flags.DEFINE_integer("k", 8, "Tools to surface.")
-_QUERIES = flags.DEFINE_integer("queries", 200, "Queries per size.")
+_QUERIES = flags.DEFINE_integer("queries", None, "Queries per size, or questions (--domain); default 200, "
+                                 "and all of them for --domain=bfcl.")
 _SEED = flags.DEFINE_integer("seed", 0, "Library and query seed.")
 _JSON_OUT = flags.DEFINE_string("json_out", None, "Write the JSON here.")
 _PLOT_OUT = flags.DEFINE_string("plot_out", None, "Write a PNG of tokens against size (log axes) here.")
@@ -77,7 +90,8 @@ COST_MODEL = {
     "tokens_mechanical": "a, mechanical rankers: BM25 and type matching cost nothing; only the final cards "
                          "shown to the planner count",
 }
-_DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's questions (synthetic_math) instead of --sizes.")
+_DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's questions (synthetic_math, or bfcl) instead "
+                              "of --sizes.")
 _SPLIT = flags.DEFINE_enum("split", "val", ["val", "test"], "Which held-out questions (--domain mode).")
 _HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "config.domain.heldout (--domain mode).")
 _GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
@@ -246,8 +260,13 @@ def _write(result: dict) -> None:
 def main(argv):
     del argv
     counter = TokenCounter.from_config(_TOKENIZER.value)
+    n_queries = _QUERIES.value if _QUERIES.value is not None else 200
+    if _DOMAIN.value == "bfcl":
+        from cocoda_jax.retrieval import bfcl_bench
+        _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL))
+        return
     if _DOMAIN.value:
-        _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, _QUERIES.value, _SEED.value, counter,
+        _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, n_queries, _SEED.value, counter,
                                 _HELDOUT.value, _GROW.value))
         return
     sizes = [int(s) for s in _SIZES.value]
@@ -261,7 +280,7 @@ def main(argv):
     try:
         for size in sizes:
             t0 = time.perf_counter()
-            r = run_size(size, _K.value, _QUERIES.value, _SEED.value, counter, _CACHE.value, sandbox)
+            r = run_size(size, _K.value, n_queries, _SEED.value, counter, _CACHE.value, sandbox)
             r["wall_s"] = round(time.perf_counter() - t0, 1)
             for name, v in r["methods"].items():
                 for key in keys:

@@ -655,7 +655,8 @@ def _class_lookup(class_of: Any) -> Callable[[Mapping[str, Any]], str | None]:
         return lambda doc: class_of[doc["name"]]
     if callable(class_of):
         return class_of
-    raise TypeError(f"class_of must be None, a str, a mapping name -> class or a callable, got {type(class_of).__name__}")
+    raise TypeError(f"class_of must be None, a str, a mapping name -> class or a callable, "
+                    f"got {type(class_of).__name__}")
 
 
 def _build(entries: Iterable[tuple[Mapping[str, Any], str | None, str | None]], body: str,

@@ -55,8 +55,8 @@ def test_every_multi_turn_doc_converts_with_both_bodies():
 
 
 def test_conversion_failures_are_typed_and_name_the_doc():
-    bad = {"name": "broken.fn", "description": "x", "parameters": {"type": "dict", "properties": {"a": {"type": "string"}},
-                                                                   "required": ["a", "b"]}}
+    bad = {"name": "broken.fn", "description": "x",
+           "parameters": {"type": "dict", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}}
     with pytest.raises(B.BfclDocError) as err:
         B.convert_doc(bad, where="somefile.json#7")
     assert err.value.doc_name == "broken.fn" and "['b']" in err.value.reason and "somefile.json#7" in str(err.value)

@@ -1,0 +1,262 @@
+"""Retrieval on BFCL: the cascade against flat BM25 and the text tree, over BFCL's own function docs.
+
+``launch/bench_retrieval.py --domain=bfcl --k=8 [--queries=N] --json_out=F`` runs :func:`run`.
+
+**Pool.** Every distinct function doc (canonical JSON; :mod:`cocoda_jax.data.bfcl_tools`) of the
+single-turn categories :data:`CATEGORIES` plus the docs of the eight executable multi-turn classes,
+converted to documentation-only tools and inserted into one LibrarySnapshot (2,350 + 128 = 2,478
+tools; one BFCL name can have several distinct docs -- ``get_current_weather`` has 33 -- and each
+is its own tool, named apart by the pool's :class:`~cocoda_jax.data.bfcl_tools.NameMap`).
+
+**Queries.** One per entry of those categories (2,311): the text of the user messages of its turn
+(system messages left out). Gold: the tool of each function named in the entry's ground truth
+(``possible_answer``), i.e. the doc of that name in the entry's own ``function`` list. A query
+counts as ``all_gold_found`` when the top ``k`` hold all its gold tools; ``gold_recall`` is the mean
+share found. The ``*_same_name`` variants also accept another doc of the same BFCL name (the pool
+holds near-duplicate versions of one API that a planner could call equally well).
+
+**Query signature** (L1 needs one; a question states no types): :func:`question_subgoal` takes the
+literals the text states, in order, through the project's deterministic extractor
+(:func:`~cocoda_jax.retrieval.subgoals.extract_values`): numbers (``int``, or ``float`` with a
+decimal point or ``%``), quoted strings (``str``), bracketed lists (``list[float]``/``list[str]``),
+ISO dates (``str``). The result type is ``Any``: nothing in a question says what a call returns.
+Unquoted words (``Boston``) are not values, so most ``str`` parameters go unfed: the L1 match then
+charges them as missing arguments.
+
+**Methods** (same renderers and token accounting as the synthetic benchmarks, :mod:`.tokens`):
+
+* ``typed_dag`` -- the cascade with the knobs chosen on the validation half (below);
+* ``typed_dag_default`` -- the cascade with the planner prompt's defaults
+  (:class:`cocoda_jax.rl.prompts.RetrievalConfig`: ``l1_max_cost=3``, shortlist 12, keep 16);
+* ``flat`` -- BM25 over name + description of every tool; the LM reads every card;
+* ``text_hier`` -- the RAPTOR-style tree (:class:`~.baselines.TextTree`).
+
+The tools have no worked examples and the pool has no composites, so the cascade's L4 example
+agreement and its DAG moves add nothing here; L3 pre-conditions are not evaluated (no sandbox, as
+in the synthetic_math domain mode). There is no usage evidence either (no solved training programs).
+
+**Validation and test.** The queries are split by ``crc32(id) % 2`` (0: validation). The only
+knobs tuned -- :data:`TUNING_GRID`, ``l1_max_cost`` x ``l2_cost_weight`` -- are chosen on the
+validation half (highest ``all_gold_found``, ties to fewer tokens, then grid order); every method
+is reported on the test half. ``l1_cap`` (500) and the shortlist sizes stay at their defaults: the
+cap keeps S1's best by the same LM-free score L2 ranks by, so it changes the tokens charged to L2,
+not the selection, and shrinking it would only move cost out of the accounting. ``--queries=N``
+first orders all queries by ``crc32(id)`` and keeps the first ``N``, then splits.
+
+Both cost models are in every method's entry: ``tokens`` (model b, LM rankers) and
+``tokens_mechanical`` (model a, final cards only); see ``COST_MODEL`` in the launcher.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from cocoda_jax.data import bfcl_tools as B
+from cocoda_jax.retrieval import baselines
+from cocoda_jax.retrieval.cascade import CascadeConfig, Retrieval, RetrievalIndex, retrieve
+from cocoda_jax.retrieval.subgoals import Subgoal, extract_subgoal
+from cocoda_jax.retrieval.tokens import TokenCounter, default_counter
+
+#: The single-turn categories whose questions are the queries.
+CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple")
+
+#: Knobs tuned on the validation half: (l1_max_cost, l2_cost_weight). ``inf``: L1 prunes nothing.
+TUNING_GRID: tuple[tuple[float, float], ...] = tuple(
+    (c, w) for c in (1.5, 3.0, 6.0, math.inf) for w in (0.0, 0.1, 0.3, 1.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class BfclQuery:
+    id: str
+    category: str
+    text: str
+    gold: frozenset[str]        # tool names
+    gold_bfcl: frozenset[str]   # BFCL function names
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    library: B.BfclLibrary
+    queries: tuple[BfclQuery, ...]
+
+
+def question_text(entry: Mapping[str, Any]) -> str:
+    """The user messages of a single-turn entry's turn, joined by newlines."""
+    turn = entry["question"][0]
+    return "\n".join(m["content"] for m in turn if m.get("role") == "user")
+
+
+def build_pool(categories: Sequence[str] = CATEGORIES, classes: Sequence[str] = B.MULTI_TURN_CLASSES) -> Pool:
+    """The tool pool and the gold-labelled queries (see the module docstring)."""
+    docs = [d for c in categories for d, _ in B.category_docs(c)]
+    docs += [d for c in classes for d in B.multi_turn_docs(c)]
+    lib = B.library_from_docs(docs)
+    queries = []
+    for c in categories:
+        answers = B.load_answers(c)
+        for entry in B.load_category(c):
+            if entry["id"] not in answers:
+                raise B.BfclError(f"{c}: entry {entry['id']} has no ground truth")
+            gold, gold_bfcl = set(), set()
+            for call in answers[entry["id"]]:
+                if not isinstance(call, Mapping) or len(call) != 1:
+                    raise B.BfclError(f"{c}: entry {entry['id']}: a ground-truth call must be one {{name: args}}")
+                (fn,) = call
+                offered = [d for d in entry["function"] if d["name"] == fn]
+                if len(offered) != 1:
+                    raise B.BfclError(f"{c}: entry {entry['id']}: {len(offered)} offered docs named {fn!r}")
+                gold.add(lib.tool_for(offered[0]))
+                gold_bfcl.add(fn)
+            queries.append(BfclQuery(entry["id"], c, question_text(entry), frozenset(gold), frozenset(gold_bfcl)))
+    return Pool(lib, tuple(queries))
+
+
+def question_subgoal(query: BfclQuery) -> Subgoal:
+    """The query's subgoal: the literals its text states as typed inputs, result ``Any``."""
+    return extract_subgoal(query.text, "Any")
+
+
+def _hash(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def split(queries: Sequence[BfclQuery], cap: int | None = None) -> tuple[tuple[BfclQuery, ...], tuple[BfclQuery, ...]]:
+    """(validation, test): ``crc32(id) % 2`` 0 / 1, after keeping the first ``cap`` by ``crc32(id)``."""
+    chosen = list(queries)
+    if cap is not None:
+        chosen = sorted(chosen, key=lambda q: (_hash(q.id), q.id))[:cap]
+        order = {q.id: i for i, q in enumerate(queries)}
+        chosen.sort(key=lambda q: order[q.id])
+    val = tuple(q for q in chosen if _hash(q.id) % 2 == 0)
+    test = tuple(q for q in chosen if _hash(q.id) % 2 == 1)
+    return val, test
+
+
+def gold_scores(selected: Iterable[str], gold: frozenset[str]) -> tuple[bool, float]:
+    """(all gold found, share of the gold found) for one query."""
+    chosen = set(selected)
+    return gold <= chosen, len(gold & chosen) / len(gold)
+
+
+def cascade_config(k: int, l1_max_cost: float = 3.0, l2_cost_weight: float = 1.0) -> CascadeConfig:
+    """The cascade as the planner's prompt configures it (shortlist 12, keep 16, raised to ``k``),
+    with every LM-read stage charged."""
+    return CascadeConfig(k=k, l1_max_cost=l1_max_cost if math.isfinite(l1_max_cost) else 1e18,
+                         l2_cost_weight=l2_cost_weight, l2_shortlist=max(12, k), l2_keep=max(16, k),
+                         lm_stages=("L2", "L3", "L4"))
+
+
+class _MemoL1(RetrievalIndex):
+    """The same index with L1 lookups memoised per (query signature, max cost): used while tuning
+    only (L1 is a pure function of them), so the reported latencies are the plain index's."""
+
+    def __init__(self, base: RetrievalIndex):  # noqa: super().__init__ is not called: shares base's state
+        self.__dict__.update(base.__dict__)
+        self._memo: dict = {}
+
+    def l1(self, query_sig, max_cost: float):
+        key = (query_sig, max_cost)
+        if key not in self._memo:
+            self._memo[key] = RetrievalIndex.l1(self, query_sig, max_cost)
+        return self._memo[key]
+
+
+def evaluate(runner: Callable[[Subgoal], Retrieval], queries: Sequence[BfclQuery], lib: B.BfclLibrary,
+             counter: TokenCounter) -> dict[str, Any]:
+    """One method's metrics over ``queries`` (the launcher's per-method schema plus extras)."""
+    found, share, found_n, share_n, toks, mech, bare, ms = [], [], [], [], [], [], [], []
+    by_cat: dict[str, list[bool]] = {}
+    for q in queries:
+        sg = question_subgoal(q)
+        t0 = time.perf_counter()
+        r = runner(sg)
+        ms.append((time.perf_counter() - t0) * 1000)
+        chosen = (*r.selected, *r.children)
+        f, s = gold_scores(chosen, q.gold)
+        fn, sn = gold_scores({lib.names.bfcl(n) for n in chosen}, q.gold_bfcl)
+        found.append(f), share.append(s), found_n.append(fn), share_n.append(sn)
+        by_cat.setdefault(q.category, []).append(f)
+        toks.append(r.total_tokens)
+        mech.append(r.stage("cards").tokens)
+        bare.append(counter.count("\n".join(chosen)))
+    return {"all_gold_found": float(np.mean(found)), "gold_recall": float(np.mean(share)),
+            "tokens": float(np.mean(toks)), "tokens_mechanical": float(np.mean(mech)),
+            "prompt_bare_tokens": float(np.mean(bare)), "p50_ms": float(np.percentile(ms, 50)),
+            "all_gold_found_same_name": float(np.mean(found_n)), "gold_recall_same_name": float(np.mean(share_n)),
+            "all_gold_found_by_category": {c: float(np.mean(v)) for c, v in sorted(by_cat.items())}}
+
+
+def tune(index: RetrievalIndex, queries: Sequence[BfclQuery], lib: B.BfclLibrary, k: int,
+         grid: Sequence[tuple[float, float]] = TUNING_GRID) -> tuple[tuple[float, float], list[dict]]:
+    """The grid point with the highest validation ``all_gold_found`` (ties: fewer tokens, then grid
+    order), and every point's validation metrics."""
+    memo = _MemoL1(index)
+    rows = []
+    for c, w in grid:
+        cfg = cascade_config(k, c, w)
+        m = evaluate(lambda sg: retrieve(memo, sg, cfg), queries, lib, index.counter)
+        rows.append({"l1_max_cost": c if math.isfinite(c) else "inf", "l2_cost_weight": w,
+                     "all_gold_found": m["all_gold_found"], "gold_recall": m["gold_recall"], "tokens": m["tokens"]})
+    best = min(range(len(grid)), key=lambda i: (-rows[i]["all_gold_found"], rows[i]["tokens"], i))
+    return grid[best], rows
+
+
+def run(k: int = 8, n_queries: int | None = None, counter: TokenCounter | None = None, *,
+        categories: Sequence[str] = CATEGORIES, classes: Sequence[str] = B.MULTI_TURN_CLASSES,
+        grid: Sequence[tuple[float, float]] = TUNING_GRID, cost_model: Mapping[str, str] | None = None) -> dict:
+    """The ``--domain=bfcl`` benchmark (see the module docstring); returns the JSON-ready result."""
+    t_start = time.perf_counter()
+    counter = counter or default_counter()
+    t0 = time.perf_counter()
+    pool = build_pool(categories, classes)
+    lib = pool.library
+    snap = lib.snapshot
+    index = RetrievalIndex.build(snap, counter)
+    tree = baselines.TextTree(index)
+    build_s = time.perf_counter() - t0
+    val, test = split(pool.queries, n_queries)
+    if not val or not test:
+        raise ValueError(f"need queries in both halves, got {len(val)} validation and {len(test)} test")
+    t0 = time.perf_counter()
+    (c, w), rows = tune(index, val, lib, k, grid)
+    tune_s = time.perf_counter() - t0
+    tuned, default = cascade_config(k, c, w), cascade_config(k)
+    runners = {
+        "typed_dag": lambda sg: retrieve(index, sg, tuned),
+        "typed_dag_default": lambda sg: retrieve(index, sg, default),
+        "flat": lambda sg: baselines.flat(index, sg, k),
+        "text_hier": lambda sg: baselines.text_hier(index, sg, k, tree=tree),
+    }
+    methods = {name: evaluate(fn, test, lib, counter) for name, fn in runners.items()}
+    typed, flat = methods["typed_dag"], methods["flat"]
+    goals = {
+        "recall_no_worse_than_flat": typed["all_gold_found"] >= flat["all_gold_found"],
+        "flat_over_typed_tokens": flat["tokens"] / typed["tokens"],
+        "goal_10x_fewer_tokens": flat["tokens"] / typed["tokens"] >= 10,
+        "cost_model_a_flat_over_typed_tokens": flat["tokens_mechanical"] / typed["tokens_mechanical"],
+    }
+    return {
+        "domain": "bfcl", "split": "test", "k": k, "queries": len(test), "validation_queries": len(val),
+        "queries_per_category": {cat: sum(q.category == cat for q in test) for cat in categories},
+        "library_size": len(snap), "multi_turn_classes": list(classes), "categories": list(categories),
+        "tokenizer": counter.name,
+        "full_bare_list_tokens": counter.count("\n".join(snap.topological_order())),
+        "full_card_list_tokens": baselines._all_cards_tokens(index)[1],
+        "tuning": {"grid": rows, "chosen": {"l1_max_cost": c if math.isfinite(c) else "inf", "l2_cost_weight": w},
+                   "selected_on": "validation half (crc32(id) % 2 == 0), highest all_gold_found, then fewer tokens",
+                   "untuned": {"l1_cap": tuned.l1_cap, "l2_shortlist": tuned.l2_shortlist, "l2_keep": tuned.l2_keep}},
+        "query_signature": "literals of the question text (extract_values) as inputs, result Any",
+        "methods": methods, "goals": goals, "cost_model": dict(cost_model or {}),
+        "build_s": round(build_s, 1), "tune_s": round(tune_s, 1), "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+
+
+__all__ = ["BfclQuery", "CATEGORIES", "Pool", "TUNING_GRID", "build_pool", "cascade_config", "evaluate",
+           "gold_scores", "question_subgoal", "question_text", "run", "split", "tune"]
