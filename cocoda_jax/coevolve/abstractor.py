@@ -86,6 +86,10 @@ class Pattern:
     def digest(self) -> str:
         return hashlib.sha256(repr((self.nodes, self.n_params)).encode()).hexdigest()[:8]
 
+    def rewrite(self, trace: Trace, tool: str, order: Sequence[int] | None = None) -> tuple[Trace, int]:
+        """``trace`` with every non-overlapping use replaced by one call of ``tool`` (:func:`rewrite`)."""
+        return rewrite(trace, self, tool, order)
+
 
 @dataclasses.dataclass(frozen=True)
 class Use:
@@ -296,12 +300,14 @@ def mine(traces: Sequence[Trace], config: AbstractorConfig) -> dict[Pattern, lis
 
 
 def propose(trajectories: Sequence[Any], snapshot: Any, config: AbstractorConfig = AbstractorConfig(), *,
-            exclude: Collection[Pattern] = ()) -> list[Candidate]:
+            exclude: Collection[Pattern] = (), mine_patterns: Any = None) -> list[Candidate]:
     """Candidates from ``trajectories`` (answered :class:`~cocoda_jax.rl.trajectory.Trajectory`
     records or :class:`Trace` values) against ``snapshot``, best first (module docstring).
-    ``exclude``: patterns never to propose (a caller's memory of earlier rejections)."""
+    ``exclude``: patterns never to propose (a caller's memory of earlier rejections);
+    ``mine_patterns(traces, config)``: what counts as a pattern (default :func:`mine`, dataflow
+    subgraphs; :mod:`~cocoda_jax.coevolve.sequences` mines runs of stateful calls)."""
     traces = [as_trace(t, snapshot) for t in trajectories if isinstance(t, Trace) or t.answered]
-    found = mine(traces, config)
+    found = (mine_patterns or mine)(traces, config)
     existing_ids = {snapshot.tool(n).id for n in snapshot.names()}
     bounds = []
     for pattern, uses in found.items():

@@ -11,7 +11,7 @@ and library give byte-identical library JSON).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cocoda_jax.coevolve.abstractor import Abstractor, AbstractorConfig, Candidate, SymbolicAbstractor
@@ -60,13 +60,16 @@ class WarmLibrary:
 
 def warm_library(traces: Sequence[Trace], snapshot: Any, sandbox: Any, *, rounds: int = 3,
                  config: AbstractorConfig = AbstractorConfig(),
-                 validation: ValidationConfig = ValidationConfig()) -> WarmLibrary:
-    """Up to ``rounds`` abstraction rounds over ``traces``; stops early when a round inserts nothing."""
+                 validation: ValidationConfig = ValidationConfig(),
+                 make_abstractor: Callable[[frozenset], Abstractor] | None = None) -> WarmLibrary:
+    """Up to ``rounds`` abstraction rounds over ``traces``; stops early when a round inserts nothing.
+    ``make_abstractor(excluded_patterns)``: the proposer of each round (default: the symbolic one)."""
+    make_abstractor = make_abstractor or (lambda excluded: SymbolicAbstractor(config, excluded))
     excluded: frozenset = frozenset()
     current = tuple(traces)
     done: list[RoundOutcome] = []
     for r in range(rounds):
-        outcome = abstraction_round(current, snapshot, sandbox, SymbolicAbstractor(config, excluded), validation, r)
+        outcome = abstraction_round(current, snapshot, sandbox, make_abstractor(excluded), validation, r)
         done.append(outcome)
         rejected = {rej.name for rej in outcome.result.rejections}
         excluded = excluded | {c.pattern for c in outcome.candidates if c.name in rejected}

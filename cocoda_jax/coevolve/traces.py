@@ -55,6 +55,9 @@ class Trace:
     calls: tuple[Call, ...]
     values: tuple[Any, ...]
     answer: Ref
+    #: A stateful domain's environment spec (the task's initial state; see
+    #: cocoda_jax.execution.environment): the program replays only against it. None: pure tools.
+    environment: Any = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.calls) != len(self.values):
@@ -151,7 +154,8 @@ def _arg_ref(arg: actions.Arg, names: Mapping[str, int]) -> Ref:
 
 
 def trace_from_trajectory(trajectory: Any, snapshot: Any,
-                          inputs: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None) -> Trace:
+                          inputs: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
+                          environment: Any = None) -> Trace:
     """The executed steps of an answered trajectory as a :class:`Trace`.
 
     Keyword arguments are put in the tool's parameter order (a trace's arguments are positional, so
@@ -190,11 +194,11 @@ def trace_from_trajectory(trajectory: Any, snapshot: Any,
             answer = Ref("node", len(calls) - 1)
     if answer is None:
         raise TraceError(f"trajectory {trajectory.task_id!r} has no answer step")
-    return Trace(str(trajectory.task_id), inputs, tuple(calls), tuple(values), answer)
+    return Trace(str(trajectory.task_id), inputs, tuple(calls), tuple(values), answer, environment)
 
 
 def trace_from_program(task_id: str, program: str, inputs: Sequence[tuple[str, Any]] | Mapping[str, Any],
-                       values: Sequence[tuple[str, Any]] | Mapping[str, Any]) -> Trace:
+                       values: Sequence[tuple[str, Any]] | Mapping[str, Any], environment: Any = None) -> Trace:
     """A trace from program text (positional calls, one per line, ``answer = name`` last) and the
     value of each target (e.g. a synthetic-math task's ``program`` and ``intermediates``)."""
     inputs = tuple(inputs.items()) if isinstance(inputs, Mapping) else tuple(inputs)
@@ -219,12 +223,14 @@ def trace_from_program(task_id: str, program: str, inputs: Sequence[tuple[str, A
             answer = Ref("node", len(calls) - 1)
     if answer is None:
         raise TraceError(f"{task_id}: the program never binds 'answer'")
-    return Trace(task_id, inputs, tuple(calls), tuple(vals), answer)
+    return Trace(task_id, inputs, tuple(calls), tuple(vals), answer, environment)
 
 
 def gold_trace(task: Any) -> Trace:
-    """A generated task's gold program (``task.program``, its inputs and recorded intermediates) as a trace."""
-    return trace_from_program(str(task.id), task.program, task.inputs, task.intermediates)
+    """A generated task's gold program (``task.program``, its inputs and recorded intermediates, and
+    the environment of a stateful task) as a trace."""
+    return trace_from_program(str(task.id), task.program, task.inputs, task.intermediates,
+                              getattr(task, "environment", None))
 
 
 def as_trace(item: Any, snapshot: Any) -> Trace:
@@ -280,7 +286,8 @@ def apply_replacements(trace: Trace, replacements: Sequence[Replacement]) -> Tra
         else:
             calls.append(Call(c.target, c.tool, tuple(_reindex(a, new_index) for a in c.args)))
         values.append(trace.values[i])
-    return Trace(trace.task_id, trace.inputs, tuple(calls), tuple(values), _reindex(trace.answer, new_index))
+    return Trace(trace.task_id, trace.inputs, tuple(calls), tuple(values), _reindex(trace.answer, new_index),
+                 trace.environment)
 
 
 __all__ = [

@@ -5,7 +5,8 @@ A candidate is committed only if, in this order:
 1. its record builds (:meth:`Candidate.tool`; a broken record is a ``build`` rejection);
 2. the stored programs rewritten to call it (every non-overlapping use replaced by one call) run in
    the real sandbox and give *identical* values to the originals — the answer and every name the
-   rewritten program still binds — with exactly ``size - 1`` fewer top-level calls per use
+   rewritten program still binds, and for a stateful domain the very same environment calls (run
+   against each program's own environment) — with exactly ``size - 1`` fewer top-level calls per use
    (``rewrite`` rejections: ``no_use``, ``run_failed``, ``output_mismatch``, ``calls_mismatch``);
 3. its pre- and post-conditions hold and its output is reproduced on *every* observed use, not just
    the few L4 examples (``spec`` rejections, with the foundation's :class:`~cocoda_jax.library.Reason`);
@@ -96,7 +97,7 @@ def check_rewrites(candidate: Candidate, tool: Tool, traces: Sequence[Trace], sn
     rewritten: list[Trace] = []
     changed: list[tuple[int, int]] = []   # (trace index, uses)
     for i, t in enumerate(traces):
-        new, n = rewrite(t, candidate.pattern, tool.name, candidate.arg_order)
+        new, n = candidate.pattern.rewrite(t, tool.name, candidate.arg_order)
         rewritten.append(new)
         if n:
             changed.append((i, n))
@@ -105,7 +106,9 @@ def check_rewrites(candidate: Candidate, tool: Tool, traces: Sequence[Trace], sn
     library = snapshot.sources() + (tool.source,)
     programs = [traces[i].program() for i, _ in changed] + [rewritten[i].program() for i, _ in changed]
     inputs = [traces[i].input_dict for i, _ in changed] * 2
-    results = sandbox.run_many(programs, library, config.timeout_s, inputs=inputs)
+    environments = [traces[i].environment for i, _ in changed] * 2
+    extra = {"environments": environments} if any(e is not None for e in environments) else {}
+    results = sandbox.run_many(programs, library, config.timeout_s, inputs=inputs, **extra)
     k = len(changed)
     uses = 0
     for (i, n), old, new in zip(changed, results[:k], results[k:]):
@@ -117,6 +120,9 @@ def check_rewrites(candidate: Candidate, tool: Tool, traces: Sequence[Trace], sn
         if not (config.same(old.value, new.value) and config.same(new.value, traces[i].answer_value)):
             return Rejection(tool.name, "rewrite", "output_mismatch",
                              f"{where}: answer {new.value!r} after rewriting, {old.value!r} before")
+        if old.environment_calls != new.environment_calls:  # a stateful tool must do exactly what its body did
+            return Rejection(tool.name, "rewrite", "output_mismatch",
+                             f"{where}: the environment calls differ after rewriting")
         before = _values(old)
         for name, value in new.values:
             if name in before and not config.same(before[name], value):

@@ -164,10 +164,33 @@ def _literal(node: ast.AST) -> tuple[bool, Any]:
     return False, None
 
 
+def _constant_display(node: ast.AST) -> tuple[bool, Any]:
+    """A dict display, or a list display with a list inside, written with literals alone (no
+    names): one literal value (BFCL's tools take such arguments, e.g. ``tags=['a']`` inside a dict)."""
+    if not isinstance(node, (ast.Dict, ast.List)):
+        return False, None
+    if isinstance(node, ast.List) and not any(isinstance(e, (ast.List, ast.Dict)) for e in node.elts):
+        return False, None  # a flat list stays a "list" argument (its items may be names)
+
+    def ok(n: ast.AST) -> bool:
+        if isinstance(n, ast.Dict):
+            return all(k is not None and isinstance(k, ast.Constant) and isinstance(k.value, str) for k in n.keys) \
+                and all(ok(v) for v in n.values)
+        if isinstance(n, ast.List):
+            return all(ok(e) for e in n.elts)
+        return _literal(n)[0]
+
+    if not ok(node):
+        return False, None
+    return True, ast.literal_eval(node)
+
+
 def _arg(node: ast.AST, source: str, keyword_name: str | None, nested: bool) -> Arg | str:
     """An :class:`Arg`, or the reason (str) the node is not a plain argument."""
     text = ast.get_source_segment(source, node) or ast.unparse(node)
     is_lit, value = _literal(node)
+    if not is_lit and not nested:
+        is_lit, value = _constant_display(node)
     if is_lit:
         return Arg("literal", text, value, keyword=keyword_name)
     if isinstance(node, ast.Name):
@@ -181,7 +204,7 @@ def _arg(node: ast.AST, source: str, keyword_name: str | None, nested: bool) -> 
             items.append(item)
         return Arg("list", text, items=tuple(items), keyword=keyword_name)
     what = "a nested list" if isinstance(node, ast.List) else f"a {type(node).__name__} expression"
-    return f"{what} as an argument; arguments must be names, literals or flat lists of those"
+    return f"{what} as an argument; arguments must be names, literals, flat lists of those or constant displays"
 
 
 def parse_step(text: str) -> Step | StepCheck:

@@ -33,11 +33,11 @@ import ml_collections
 import numpy as np
 
 from cocoda_jax.coevolve import acceptance as A
-from cocoda_jax.coevolve.abstractor import AbstractorConfig, Pattern, SymbolicAbstractor, rewrite
+from cocoda_jax.coevolve.abstractor import AbstractorConfig, SymbolicAbstractor
+from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json, pattern_to_json
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
 from cocoda_jax.coevolve.traces import gold_trace, trace_from_trajectory
 from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
-from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.rl import loop as L
@@ -74,16 +74,6 @@ def rods_scalars(m: dict[str, Any]) -> dict[str, float]:
     if synth.get("acceptance_rate") is not None:
         out["rods/synthesis_acceptance_rate"] = synth["acceptance_rate"]
     return out
-
-
-def pattern_to_json(p: Pattern) -> list:
-    return [json.loads(json.dumps(p.nodes)), p.n_params]
-
-
-def pattern_from_json(d: list) -> Pattern:
-    def tup(x):
-        return tuple(tup(y) for y in x) if isinstance(x, list) else x
-    return Pattern(tup(d[0]), int(d[1]))
 
 
 def read_tree(root: Path) -> dict[str, str]:
@@ -224,7 +214,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     def rods_signal(t, b):
         return tracking_reward(t, has_gold, signal, b.total)
 
-    with Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s) as sandbox:
+    with C.sandbox_for(config) as sandbox:
         domain = C.build_domain(config, sandbox)
         primitives = domain.library
         prim_names = frozenset(primitives.names())
@@ -269,6 +259,14 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         return _finish(ctx, prog, state, library, t_process)
 
 
+def _abstractor(ctx: _Ctx, config: AbstractorConfig, excluded: frozenset) -> Any:
+    """The teacher-abstractor of this domain: dataflow motifs, or runs of stateful calls when the
+    tasks act on an environment (their calls share state, not values; see coevolve/sequences.py)."""
+    if ctx.domain.barrier_tools is not None:
+        return SequenceAbstractor(config, excluded, frozenset(ctx.domain.barrier_tools))
+    return SymbolicAbstractor(config, excluded)
+
+
 def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives, abs_cfg: AbstractorConfig, writer: MetricsWriter):
     """Warm library (unless frozen), refactored demonstrations, SFT, the initial evaluation."""
     cfg = ctx.config
@@ -277,7 +275,8 @@ def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives, abs_cfg: AbstractorConfig,
     if ctx.frozen:
         library, demo_traces, warm_log = primitives, traces, []
     else:
-        warm = warm_library(traces, primitives, ctx.sandbox, rounds=int(cfg.warm.rounds), config=abs_cfg)
+        warm = warm_library(traces, primitives, ctx.sandbox, rounds=int(cfg.warm.rounds), config=abs_cfg,
+                            make_abstractor=lambda excluded: _abstractor(ctx, abs_cfg, excluded))
         library, demo_traces = warm.snapshot, list(warm.traces)
         warm_log = [o.to_record() for o in warm.rounds]
     programs = [(tr.task_id, tr.program()) for tr in demo_traces]
@@ -365,8 +364,11 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         candidate_library, inserted, accepted_cands, round_log = library, [], [], {}
         if not ctx.frozen and successes:
             excluded = frozenset(pattern_from_json(p) for p in prog["excluded"])
-            outcome = abstraction_round(list(successes.values()), library, ctx.sandbox,
-                                        SymbolicAbstractor(abs_cfg, excluded), ValidationConfig(), r)
+            mined = [trace_from_trajectory(t, library, ctx.tasks_by_id[t.task_id].inputs,
+                                           getattr(ctx.tasks_by_id[t.task_id], "environment", None))
+                     for t in successes.values()]
+            outcome = abstraction_round(mined, library, ctx.sandbox, _abstractor(ctx, abs_cfg, excluded),
+                                        ValidationConfig(), r)
             round_log = outcome.to_record()
             rejected = {rej.name for rej in outcome.result.rejections}
             prog["excluded"] = list(prog["excluded"]) + [pattern_to_json(c.pattern) for c in outcome.candidates
@@ -379,9 +381,10 @@ def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: M
         if accepted_cands:
             new_programs = []
             for played in _demo_trajectories(ctx, programs, library, cards):
-                tr = trace_from_trajectory(played, library, ctx.tasks_by_id[played.task_id].inputs)
+                task = ctx.tasks_by_id[played.task_id]
+                tr = trace_from_trajectory(played, library, task.inputs, getattr(task, "environment", None))
                 for c in accepted_cands:
-                    tr, _ = rewrite(tr, c.pattern, c.name, c.arg_order)
+                    tr, _ = c.pattern.rewrite(tr, c.name, c.arg_order)
                 new_programs.append((tr.task_id, tr.program()))
             programs = new_programs
         refresh = int(cfg.coevolve.refresh_sft_steps)
@@ -471,6 +474,7 @@ def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -
                                      "wall_s_this_process": time.perf_counter() - t_process,
                                      "retrieval": C.retrieval_summary(cards, ctx.domain.test, test, ctx.tok, ctx.rc),
                                      "test_outcomes": test.outcomes(),
+                                     "test_per_category": C.per_category(ctx.domain, ctx.domain.test, test),
                                      "rods_per_epoch": prog["rods_metrics"] or None})
     REP.write_report(report, ctx.workdir / "report.json")
     REP.plot_coevolution(rounds, ctx.workdir / "plots")

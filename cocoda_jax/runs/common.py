@@ -22,6 +22,7 @@ import ml_collections
 
 from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.execution import Sandbox
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import rewards as R
@@ -31,7 +32,7 @@ from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rl.update import OptimConfig
 
-DOMAINS = ("synthetic_math",)
+DOMAINS = ("synthetic_math", "bfcl_multi_turn")
 BENCHMARK_DOMAINS = ("gsm8k", "math")
 
 
@@ -67,13 +68,60 @@ def require(config: ml_collections.ConfigDict, *keys: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    """Train tasks, held-out validation and test tasks, and the primitive library."""
+    """Train tasks, held-out validation and test tasks, and the primitive library.
+
+    ``categories``: a benchmark domain's task -> category function (``None``: one category), so
+    reports give accuracy per category as the benchmark does. ``barrier_tools``: for a stateful
+    domain (tools act on an environment), the tools no composite may contain (``None``: a pure
+    domain, mined by dataflow)."""
 
     name: str
     train: tuple[Any, ...]
     val: tuple[Any, ...]
     test: tuple[Any, ...]
     library: Any
+    categories: Any = None
+    barrier_tools: tuple[str, ...] | None = None
+
+
+def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str, dict[str, float]] | None:
+    """Accuracy per benchmark category of ``evaluation`` on ``tasks`` (None for a one-category domain)."""
+    if domain.categories is None:
+        return None
+    outcomes = evaluation.outcomes()
+    groups: dict[str, list[int]] = {}
+    for t in tasks:
+        groups.setdefault(str(domain.categories(t)), []).append(int(outcomes[str(t.id)]))
+    return {c: {"n": len(v), "accuracy": sum(v) / len(v)} for c, v in sorted(groups.items())}
+
+
+def sandbox_for(config: ml_collections.ConfigDict) -> Sandbox:
+    """The run's sandbox (not started): a stateful domain's workers load its environment plugin."""
+    environment = None
+    if config.domain.name == "bfcl_multi_turn":
+        from third_party.benchmarks.bfcl_domain import plugin
+        try:
+            environment = plugin()
+        except ModuleNotFoundError as e:
+            raise ConfigError(f"config.domain.name 'bfcl_multi_turn': {e}") from e
+    return Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s, environment=environment)
+
+
+def build_bfcl_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+    """BFCL v4 multi-turn conversations (third_party.benchmarks.bfcl_domain): the package's data split
+    by scenario, every gold replayed through the sandbox and BFCL's checker before training."""
+    from third_party.benchmarks import bfcl_domain
+    d = config.domain
+    categories = tuple(c.strip() for c in str(d.categories).split(",") if c.strip())
+    unknown = [c for c in categories if c not in bfcl_domain.MULTI_TURN]
+    if not categories or unknown:
+        raise ConfigError(f"config.domain.categories must name multi-turn categories of {bfcl_domain.MULTI_TURN}, "
+                          f"got {d.categories!r}")
+    library = bfcl_domain.primitive_library()
+    splits = bfcl_domain.build_domain(categories, library, sandbox, seed=int(d.seed), n_train=int(d.n_train),
+                                      n_val=int(d.n_val), n_test=int(d.n_test))
+    return Domain(d.name, splits.train, splits.val, splits.test, library, categories=lambda t: t.category,
+                  barrier_tools=("end_turn",))
 
 
 def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
@@ -88,6 +136,8 @@ def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
             "format (gold programs), which the embedded domains generate and GSM8K/MATH do not provide")
     if d.name not in DOMAINS:
         raise ConfigError(f"config.domain.name {d.name!r} is not one of {DOMAINS}")
+    if d.name == "bfcl_multi_turn":
+        return build_bfcl_domain(config, sandbox)
     if d.heldout not in ("instances", "wording"):
         raise ConfigError(f"config.domain.heldout must be 'instances' or 'wording', got {d.heldout!r}")
     grow_to = int(d.get("grow_library_to", 0))  # 0: the primitives alone; N: N tools with distractors
@@ -287,7 +337,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "build_domain", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
+    "ConfigError", "DOMAINS", "Domain", "build_bfcl_domain", "build_domain", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
     "retrieval_summary", "reward_config", "rollout_config",
     "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",

@@ -18,7 +18,6 @@ from typing import Any
 
 import ml_collections
 
-from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
@@ -43,7 +42,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     t_start = time.perf_counter()
     rc, rw, rcfg = C.rollout_config(config), C.reward_config(config), C.retrieval_config(config)
     seed = int(config.seed)
-    with Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s) as sandbox:
+    with C.sandbox_for(config) as sandbox:
         domain = C.build_domain(config, sandbox)
         library = domain.library
         cards = C.prompt_cards(library, rcfg, [(str(t.id), t.program) for t in domain.train],
