@@ -341,10 +341,10 @@ def _fits(value: Any, t: Type) -> bool:
 
 def _convert(value: Any, t: Type) -> Any:
     """``value`` as a value of ``t`` when it is one or is one spelled as a string; else _MISSING."""
+    if isinstance(value, str) and value.strip() in ("None", "null"):
+        return None  # BFCL writes a None default as text even for str parameters (the backends' is None)
     if value is None or _fits(value, t):
         return value  # a None default makes the type Optional (plan_params)
-    if isinstance(value, str) and value.strip() in ("None", "null"):
-        return None
     if isinstance(value, str) and isinstance(t, TCon):
         s = value.strip()
         if t == BOOL and s.lower() in _TRUE | _FALSE:

@@ -120,6 +120,10 @@ def build_bfcl_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain
     library = bfcl_domain.primitive_library()
     splits = bfcl_domain.build_domain(categories, library, sandbox, seed=int(d.seed), n_train=int(d.n_train),
                                       n_val=int(d.n_val), n_test=int(d.n_test))
+    if splits.dropped:
+        from absl import logging
+        logging.warning("BFCL: %d entries left out, their ground truth does not replay: %s", len(splits.dropped),
+                        splits.dropped)
     return Domain(d.name, splits.train, splits.val, splits.test, library, categories=lambda t: t.category,
                   barrier_tools=("end_turn",))
 

@@ -226,21 +226,31 @@ def unplayed_task(entry: Any, snapshot: Any, split: str = "test") -> BfclTask:
                     entry=entry, split=split)
 
 
-def build_tasks(entries: Sequence[Any], snapshot: Any, sandbox: Any, *, split: str = "test",
-                require_gold: bool = True) -> tuple[BfclTask, ...]:
+def build_tasks(entries: Sequence[Any], snapshot: Any, sandbox: Any, *, split: str = "test"
+                ) -> tuple[tuple[BfclTask, ...], dict[str, str]]:
     """Tasks with their gold values recorded by playing each ground truth through the real loop
-    (checker, sandbox, backends). ``require_gold``: a ground truth that BFCL's checker does not
-    accept when replayed here is an error (it would mean the environment or the scoring is wrong)."""
+    (checker, sandbox, backends), and the entries left out with the reason: those whose ground truth
+    BFCL's own checker does not accept when replayed here. One scenario does this in BFCL v4
+    (``*_173``: the doc types ``close_ticket``'s ``ticket_id`` as integer, the ground truth passes
+    ``'ticket_001'``, which the action checker refuses as ill-typed)."""
     from cocoda_jax.coevolve.validate import play_programs
     tasks = [unplayed_task(e, snapshot, split) for e in entries]
     played = play_programs(tasks, [t.program for t in tasks], snapshot, sandbox)
-    out = []
+    out, dropped = [], {}
     for task, trajectory in zip(tasks, played):
-        if require_gold and trajectory.r_res != 1.0:
-            kinds = [f"{s.text} -> {s.observation}" for s in trajectory.steps if not s.ok][:3]
-            raise ValueError(f"{task.id}: the replayed ground truth scores {trajectory.r_res} (failed steps: {kinds})")
+        if trajectory.r_res != 1.0:
+            dropped[task.id] = gold_failure(trajectory)
+            continue
         out.append(dataclasses.replace(task, intermediates=tuple(trajectory.values), answer=trajectory.answer))
-    return tuple(out)
+    return tuple(out), dropped
+
+
+def gold_failure(trajectory: Any) -> str:
+    """Why a replayed ground truth failed: its first refused or failed step, or the checker's verdict."""
+    for s in trajectory.steps:
+        if not s.ok:
+            return f"{s.text} {s.observation}"
+    return "BFCL's checker rejects the replayed calls"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -266,6 +276,7 @@ class BfclSplits:
     val: tuple[BfclTask, ...]
     test: tuple[BfclTask, ...]
     library: Any
+    dropped: dict = dataclasses.field(default_factory=dict)  # entry id -> why its gold does not replay
 
 
 def build_domain(categories: Sequence[str], snapshot: Any, sandbox: Any, *, seed: int = 0,
@@ -285,9 +296,10 @@ def build_domain(categories: Sequence[str], snapshot: Any, sandbox: Any, *, seed
         mixed = [e for group in itertools.zip_longest(*by_category) for e in group if e is not None]
         return tuple(mixed[:n]) if n else tuple(mixed)
 
-    return BfclSplits(build_tasks(cap(train, n_train), snapshot, sandbox, split="train"),
-                      build_tasks(cap(val, n_val), snapshot, sandbox, split="validation"),
-                      build_tasks(cap(test, n_test), snapshot, sandbox, split="test"), snapshot)
+    built = [build_tasks(cap(xs, n), snapshot, sandbox, split=name)
+             for xs, n, name in ((train, n_train, "train"), (val, n_val, "validation"), (test, n_test, "test"))]
+    dropped = {k: v for _, d in built for k, v in d.items()}
+    return BfclSplits(built[0][0], built[1][0], built[2][0], snapshot, dropped)
 
 
 def per_category(tasks: Sequence[BfclTask], r_res: Sequence[float]) -> dict[str, dict[str, float]]:
@@ -299,7 +311,7 @@ def per_category(tasks: Sequence[BfclTask], r_res: Sequence[float]) -> dict[str,
 
 
 __all__ = [
-    "BfclSplits", "BfclTask", "END_TURN_SOURCE", "MULTI_TURN", "OBSERVATION_CHARS", "build_domain", "build_tasks",
+    "BfclSplits", "BfclTask", "END_TURN_SOURCE", "evaluate_gold", "gold_failure", "gold_step", "MULTI_TURN", "OBSERVATION_CHARS", "build_domain", "build_tasks",
     "call_string", "calls_by_turn", "environment_spec", "gold_program", "normalise_call", "per_category", "plugin",
     "primitive_library", "unplayed_task",
 ]
@@ -310,9 +322,9 @@ __all__ = [
 # ------------------------------------------------------------------------------------------------
 
 
-def _summary(ids: Sequence[str], valid: Sequence[bool]) -> dict[str, Any]:
-    return {"n": len(valid), "accuracy": sum(valid) / len(valid) if valid else 0.0,
-            "failed": [i for i, v in zip(ids, valid) if not v]}
+def _summary(ids: Sequence[str], valid: Sequence[bool], why: dict[str, str]) -> dict[str, Any]:
+    failed = {i: why.get(i, "") for i, v in zip(ids, valid) if not v}
+    return {"n": len(valid), "accuracy": sum(valid) / len(valid) if valid else 0.0, "failed": failed}
 
 
 def evaluate_gold(categories: Sequence[str], *, limit: int = 0, workers: int = 2) -> dict[str, Any]:
@@ -322,14 +334,16 @@ def evaluate_gold(categories: Sequence[str], *, limit: int = 0, workers: int = 2
     backends) and judged by the package's checker on the backend calls it made."""
     from cocoda_jax.coevolve.validate import play_programs
     from cocoda_jax.execution import Sandbox
-    from third_party.benchmarks.bfcl_scoring import reference_output, score_single_turn
+    from third_party.benchmarks.bfcl_scoring import ground_truth_defects, reference_output, score_single_turn
 
     for c in categories:
         loader.load_category(c)  # refuses unknown and unsupported categories before anything runs
     out: dict[str, Any] = {}
     for c in (c for c in categories if c not in MULTI_TURN):
         entries = loader.load_category(c)[:limit or None]
-        out[c] = _summary([e.id for e in entries], [score_single_turn(e, reference_output(e)).valid for e in entries])
+        why = {e.id: "; ".join(ground_truth_defects(e)) for e in entries}
+        out[c] = _summary([e.id for e in entries], [score_single_turn(e, reference_output(e)).valid for e in entries],
+                          why)
     multi = [c for c in categories if c in MULTI_TURN]
     if multi:
         snapshot = primitive_library()
@@ -337,5 +351,6 @@ def evaluate_gold(categories: Sequence[str], *, limit: int = 0, workers: int = 2
             for c in multi:
                 tasks = [unplayed_task(e, snapshot) for e in loader.load_category(c)[:limit or None]]
                 played = play_programs(tasks, [t.program for t in tasks], snapshot, sandbox)
-                out[c] = _summary([t.id for t in tasks], [p.r_res == 1.0 for p in played])
+                out[c] = _summary([t.id for t in tasks], [p.r_res == 1.0 for p in played],
+                                  {t.id: gold_failure(p) for t, p in zip(tasks, played)})
     return {"per_category": out, "policy": "gold"}
