@@ -455,7 +455,8 @@ def demonstration_segments(task: Any, cards: Sequence[str]) -> tuple[Segment, ..
         target = line.split("=", 1)[0].strip()
         value = task.answer if target == actions.ANSWER else values[target]
         out.append(Segment(line.strip() + "\n", "action"))
-        out.append(Segment(actions.OBSERVATION_PREFIX + actions.format_value(value) + "\n", "observation"))
+        width = getattr(task, "observation_chars", actions.MAX_OBSERVATION_CHARS)
+        out.append(Segment(actions.OBSERVATION_PREFIX + actions.format_value(value, width) + "\n", "observation"))
     return tuple(out)
 
 
