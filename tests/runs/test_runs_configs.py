@@ -10,14 +10,14 @@ from cocoda_jax.coevolve.acceptance import AcceptanceConfig
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.runs import common as C
 
-REAL = ("qwen3_0p6b_gsm8k", "qwen3_0p6b_math", "qwen3_8b_gsm8k", "qwen3_8b_math")
+REAL = ("qwen3_0p6b_gsm8k", "qwen3_0p6b_math", "qwen3_8b_gsm8k", "qwen3_8b_math", "qwen3_8b_bfcl")
 
 
 def _load(name, *args):
     return importlib.import_module(f"configs.{name}").get_config(*args)
 
 
-@pytest.mark.parametrize("name", ("default", "train_math", *REAL))
+@pytest.mark.parametrize("name", ("default", "train_math", "bfcl_multi_turn", *REAL))
 def test_sections_build(name):
     c = _load(name)
     C.rollout_config(c)
@@ -58,3 +58,10 @@ def test_retrieval_section_is_validated():
     c.retrieval.kk = 3
     with pytest.raises(C.ConfigError, match="unknown key"):
         C.retrieval_config(c)
+
+
+def test_bfcl_categories_are_checked_before_anything_loads():
+    c = _load("bfcl_multi_turn")
+    c.domain.categories = "multi_turn_base,memory"
+    with pytest.raises(C.ConfigError, match="multi-turn categories"):
+        C.build_domain(c, sandbox=None)
