@@ -45,6 +45,24 @@ first orders all queries by ``crc32(id)`` and keeps the first ``N``, then splits
 
 Both cost models are in every method's entry: ``tokens`` (model b, LM rankers) and
 ``tokens_mechanical`` (model a, final cards only); see ``COST_MODEL`` in the launcher.
+
+**Measured** (all queries; test half 1,153, validation 1,158; Qwen3 tokens; ``all_gold_found``):
+
+=====  ==========================  ===========================  ==============  ==============
+k      typed_dag (tuned)           typed_dag_default            flat            text_hier
+=====  ==========================  ===========================  ==============  ==============
+4      0.567, 12,693 tok           0.422, 11,618 tok            0.575, 269,747  0.360, 5,768
+8      0.689, 14,313 tok           0.501, 11,975 tok            0.690, 270,228  0.430, 6,262
+16     0.772, 14,312 tok           0.549, 12,816 tok            0.769, 271,198  0.470, 7,184
+=====  ==========================  ===========================  ==============  ==============
+
+Validation chose ``l1_max_cost = inf`` at every k (``l2_cost_weight`` 0.1, 0, 0.1): any finite bound
+lost recall (k=8 validation: 1.5 -> 0.20, 3 -> 0.51, 6 -> 0.64, inf -> 0.67), because L1's match
+charges every unfed parameter as missing, optional ones included, and a question's literals feed
+few of them. So here the cascade is BM25 over a 500-tool shortlist read as one-liners: about 19x
+fewer tokens than flat (model b) at flat's recall (k=8: one test query fewer, a tie among
+near-duplicate docs of one BFCL name broken by L1 cost instead of by name); under model a all
+methods pay about the same (the k cards).
 """
 
 from __future__ import annotations
