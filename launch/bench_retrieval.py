@@ -25,11 +25,11 @@ names, one per line, the ``bare`` card style), to hold against ``full_bare_list_
 
 The pool is every distinct function doc of BFCL's single-turn categories (simple_python, multiple,
 parallel, parallel_multiple, live_simple, live_multiple) plus the eight executable multi-turn
-classes' docs, as tools (:mod:`cocoda_jax.data.bfcl_tools`); the queries are those categories'
+classes' docs, as tools (:mod:`third_party.benchmarks.bfcl_tools`); the queries are those categories'
 questions with their ground-truth functions as gold; ``--queries`` caps them (default: all). The
 cascade's two tuned knobs are chosen on a validation half and every method is reported on the other
 half; the schema is the one above plus ``tuning``, ``goals`` and per-method extras (details in
-:mod:`cocoda_jax.retrieval.bfcl_bench`).
+:mod:`third_party.benchmarks.bfcl_retrieval`).
 
 **On synthetic libraries of growing size** (``--sizes``)::
 
@@ -262,7 +262,7 @@ def main(argv):
     counter = TokenCounter.from_config(_TOKENIZER.value)
     n_queries = _QUERIES.value if _QUERIES.value is not None else 200
     if _DOMAIN.value == "bfcl":
-        from cocoda_jax.retrieval import bfcl_bench
+        from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL))
         return
     if _DOMAIN.value:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cocoda_jax.data import bfcl_tools as B
+from third_party.benchmarks import bfcl_tools as B
 from cocoda_jax.execution.guard import check_tree
 from cocoda_jax.library import BUILTIN_NAMES, LibrarySnapshot, Tool
 from cocoda_jax.types import ANY, BOOL, FLOAT, INT, NONE, STR, dict_of, list_of, optional, parse_type

@@ -284,12 +284,38 @@ def _single_turn_entry(obj: dict, category: str, path: str, line: int, gt: list 
 
 
 def _multi_turn_docs(data_dir: str) -> dict[str, tuple[dict, ...]]:
-    out = {}
-    for cls in MULTI_TURN_CLASSES:
-        path = os.path.join(data_dir, "multi_turn_func_doc", MULTI_TURN_FUNC_DOC_FILES[cls])
-        out[cls] = tuple(_check_doc(doc, path, line, "doc", typed=False)
-                         for line, doc in read_jsonl(path, f"BFCL {cls} function docs"))
-    return out
+    return {cls: multi_turn_docs(cls, data_dir) for cls in MULTI_TURN_CLASSES}
+
+
+def multi_turn_docs(class_name: str, data_dir: os.PathLike | str | None = None) -> tuple[dict, ...]:
+    """The function docs of one backend class (``multi_turn_func_doc/<file>.json``; any of the twelve,
+    memory and web search included: reading docs needs no service)."""
+    if class_name not in MULTI_TURN_FUNC_DOC_FILES:
+        raise KeyError(f"unknown BFCL class {class_name!r}; known: {sorted(MULTI_TURN_FUNC_DOC_FILES)}")
+    data_dir = os.fspath(data_dir) if data_dir is not None else default_data_dir()
+    path = os.path.join(data_dir, "multi_turn_func_doc", MULTI_TURN_FUNC_DOC_FILES[class_name])
+    return tuple(_check_doc(doc, path, line, "doc", typed=False)
+                 for line, doc in read_jsonl(path, f"BFCL {class_name} function docs"))
+
+
+#: Every question file whose entries carry a ``function`` list of docs (scored or not here).
+DOC_CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+                  "irrelevance", "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
+                  "live_irrelevance", "live_relevance")
+
+
+def function_docs(category: str, data_dir: os.PathLike | str | None = None) -> tuple[tuple[dict, str], ...]:
+    """``(doc, "file#id")`` for every doc of every entry of a question file with docs (repeats kept),
+    also for categories this project does not score (their docs are still tools)."""
+    if category not in DOC_CATEGORIES:
+        raise ValueError(f"BFCL category {category!r} has no function docs; those that do: {DOC_CATEGORIES}")
+    data_dir = os.fspath(data_dir) if data_dir is not None else default_data_dir()
+    path = os.path.join(data_dir, f"{VERSION_PREFIX}_{category}.json")
+    out = []
+    for line, obj in _records(path, f"BFCL {category} questions"):
+        for doc in field(obj, "function", list, path, line):
+            out.append((_check_doc(doc, path, line, "function", typed=False), f"{os.path.basename(path)}#{obj['id']}"))
+    return tuple(out)
 
 
 def _string_list(obj: Mapping, name: str, path: str, line: int, *, where: str = "") -> tuple[str, ...]:

@@ -260,7 +260,7 @@ def gold_failure(trajectory: Any) -> str:
 
 def primitive_library(classes: Sequence[str] = tuple(env.BACKEND_MODULES)) -> Any:
     """The BFCL functions of ``classes`` as environment-bodied tools, plus ``end_turn``."""
-    from cocoda_jax.data.bfcl_tools import multi_turn_library
+    from third_party.benchmarks.bfcl_tools import multi_turn_library
     from cocoda_jax.library import Tool
     from cocoda_jax.library import LibrarySnapshot
     snapshot = LibrarySnapshot.empty()

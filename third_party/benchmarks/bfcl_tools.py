@@ -94,29 +94,25 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib.util
 import json
 import keyword
-import pathlib
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cocoda_jax.library import DEFAULT_MAX_DEPTH, BUILTIN_NAMES, InsertRejected, LibrarySnapshot, Tool
+from third_party.benchmarks import bfcl as loader
 from cocoda_jax.types import (
     ANY, BOOL, FLOAT, INT, NONE, STR, TAnyType, TCon, Type, dict_of, list_of, optional,
 )
 
 #: The multi-turn classes BFCL can execute (its ``executable_backend_config``); memory and web
 #: search share the pipeline but are not part of the multi-turn suite.
-MULTI_TURN_CLASSES = ("GorillaFileSystem", "MathAPI", "MessageAPI", "TwitterAPI", "TicketAPI", "TradingBot",
-                      "TravelAPI", "VehicleControlAPI")
+MULTI_TURN_CLASSES = loader.MULTI_TURN_CLASSES
 
 #: Single-turn category files that carry a ``function`` list of docs.
-SINGLE_TURN_CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel",
-                          "parallel_multiple", "irrelevance", "live_simple", "live_multiple", "live_parallel",
-                          "live_parallel_multiple", "live_irrelevance", "live_relevance")
+SINGLE_TURN_CATEGORIES = loader.DOC_CATEGORIES
 
 #: Docs known not to convert, ``(file, BFCL name) -> reason``. Empty: every doc converts.
 KNOWN_FAILURES: Mapping[tuple[str, str], str] = {}
@@ -689,64 +685,21 @@ def library_from_docs(docs: Iterable[Mapping[str, Any]], body: str = "doc", clas
 
 
 # ---------------------------------------------------------------------------------------------
-# BFCL's data files
+# BFCL's data files (read by the loader, third_party.benchmarks.bfcl)
 
-def data_dir() -> pathlib.Path:
-    """The ``data`` directory of the installed ``bfcl_eval`` package."""
-    spec = importlib.util.find_spec("bfcl_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the bfcl_eval package is not installed (pip install --no-deps bfcl-eval)")
-    return pathlib.Path(next(iter(spec.submodule_search_locations))) / "data"
-
-
-def read_jsonl(path: str | pathlib.Path) -> list[dict]:
-    """The objects of a JSON-lines file (blank lines skipped)."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise BfclError(f"{path}, line {i}: not JSON ({err.msg})") from None
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def _category_cached(category: str) -> tuple[dict, ...]:
-    return tuple(read_jsonl(data_dir() / f"BFCL_v4_{category}.json"))
-
-
-def load_category(category: str) -> tuple[dict, ...]:
-    """The entries (``id``, ``question``, ``function``) of one single-turn category file."""
-    return _category_cached(category)
-
-
-@functools.lru_cache(maxsize=64)
-def load_answers(category: str) -> dict[str, list[dict]]:
-    """Entry id -> ground truth (a list of ``{func_name: {param: [allowed values]}}``)."""
-    return {a["id"]: a["ground_truth"] for a in read_jsonl(data_dir() / "possible_answer" / f"BFCL_v4_{category}.json")}
-
-
-def category_docs(category: str) -> list[tuple[dict, str]]:
+def category_docs(category: str) -> tuple[tuple[dict, str], ...]:
     """``(doc, where)`` for every doc of every entry of a single-turn category (repeats kept)."""
-    return [(doc, f"BFCL_v4_{category}.json#{e['id']}") for e in load_category(category) for doc in e["function"]]
+    return loader.function_docs(category)
+
+
+def multi_turn_docs(class_name: str) -> tuple[dict, ...]:
+    """The docs of one multi-turn class."""
+    return loader.multi_turn_docs(class_name)
 
 
 def func_doc_files() -> Mapping[str, str]:
-    """Multi-turn class -> its doc file, from BFCL's ``executable_backend_config`` (that module
-    imports nothing else)."""
-    from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
-    return dict(MULTI_TURN_FUNC_DOC_FILE_MAPPING)
-
-
-@functools.lru_cache(maxsize=32)
-def multi_turn_docs(class_name: str) -> tuple[dict, ...]:
-    """The docs of one multi-turn class (``data/multi_turn_func_doc/<file>.json``)."""
-    files = func_doc_files()
-    if class_name not in files:
-        raise KeyError(f"unknown multi-turn class {class_name!r}; known: {sorted(files)}")
-    return tuple(read_jsonl(data_dir() / "multi_turn_func_doc" / files[class_name]))
+    """Multi-turn class -> its doc file (the loader's copy of the package's mapping)."""
+    return dict(loader.MULTI_TURN_FUNC_DOC_FILES)
 
 
 def multi_turn_library(classes: Iterable[str] = MULTI_TURN_CLASSES, body: str = "environment", *,
@@ -761,6 +714,6 @@ def multi_turn_library(classes: Iterable[str] = MULTI_TURN_CLASSES, body: str = 
 __all__ = [
     "BODIES", "BfclDocError", "BfclError", "BfclLibrary", "Converted", "ENVIRONMENT_CALL", "KNOWN_FAILURES",
     "MULTI_TURN_CLASSES", "NameMap", "ParamPlan", "SINGLE_TURN_CATEGORIES", "category_docs",
-    "convert_doc", "data_dir", "doc_key", "func_doc_files", "library_from_docs", "load_answers", "load_category",
-    "multi_turn_docs", "multi_turn_library", "plan_params", "read_jsonl", "schema_type", "tool_from_doc", "tool_name",
+    "convert_doc", "doc_key", "func_doc_files", "library_from_docs", "multi_turn_docs", "multi_turn_library",
+    "plan_params", "schema_type", "tool_from_doc", "tool_name",
 ]

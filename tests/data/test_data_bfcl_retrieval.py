@@ -5,7 +5,7 @@ import math
 import pytest
 
 from cocoda_jax.retrieval import baselines
-from cocoda_jax.retrieval import bfcl_bench as bb
+from third_party.benchmarks import bfcl_retrieval as bb
 from cocoda_jax.retrieval.cascade import Retrieval, RetrievalIndex, StageReport, retrieve
 from cocoda_jax.retrieval.tokens import default_counter
 

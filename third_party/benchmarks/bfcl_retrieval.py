@@ -2,11 +2,11 @@
 
 ``launch/bench_retrieval.py --domain=bfcl --k=8 [--queries=N] --json_out=F`` runs :func:`run`.
 
-**Pool.** Every distinct function doc (canonical JSON; :mod:`cocoda_jax.data.bfcl_tools`) of the
+**Pool.** Every distinct function doc (canonical JSON; :mod:`third_party.benchmarks.bfcl_tools`) of the
 single-turn categories :data:`CATEGORIES` plus the docs of the eight executable multi-turn classes,
 converted to documentation-only tools and inserted into one LibrarySnapshot (2,350 + 128 = 2,478
 tools; one BFCL name can have several distinct docs -- ``get_current_weather`` has 33 -- and each
-is its own tool, named apart by the pool's :class:`~cocoda_jax.data.bfcl_tools.NameMap`).
+is its own tool, named apart by the pool's :class:`~third_party.benchmarks.bfcl_tools.NameMap`).
 
 **Queries.** One per entry of those categories (2,311): the text of the user messages of its turn
 (system messages left out). Gold: the tool of each function named in the entry's ground truth
@@ -76,7 +76,8 @@ from typing import Any
 
 import numpy as np
 
-from cocoda_jax.data import bfcl_tools as B
+from third_party.benchmarks import bfcl as loader
+from third_party.benchmarks import bfcl_tools as B
 from cocoda_jax.retrieval import baselines
 from cocoda_jax.retrieval.cascade import CascadeConfig, Retrieval, RetrievalIndex, retrieve
 from cocoda_jax.retrieval.subgoals import Subgoal, extract_subgoal
@@ -105,34 +106,29 @@ class Pool:
     queries: tuple[BfclQuery, ...]
 
 
-def question_text(entry: Mapping[str, Any]) -> str:
+def question_text(entry: loader.BfclEntry) -> str:
     """The user messages of a single-turn entry's turn, joined by newlines."""
-    turn = entry["question"][0]
-    return "\n".join(m["content"] for m in turn if m.get("role") == "user")
+    return "\n".join(entry.turns[0])
 
 
 def build_pool(categories: Sequence[str] = CATEGORIES, classes: Sequence[str] = B.MULTI_TURN_CLASSES) -> Pool:
     """The tool pool and the gold-labelled queries (see the module docstring)."""
-    docs = [d for c in categories for d, _ in B.category_docs(c)]
+    entries = {c: loader.load_category(c) for c in categories}
+    docs = [d for c in categories for e in entries[c] for d in e.functions]
     docs += [d for c in classes for d in B.multi_turn_docs(c)]
     lib = B.library_from_docs(docs)
     queries = []
     for c in categories:
-        answers = B.load_answers(c)
-        for entry in B.load_category(c):
-            if entry["id"] not in answers:
-                raise B.BfclError(f"{c}: entry {entry['id']} has no ground truth")
+        for entry in entries[c]:
             gold, gold_bfcl = set(), set()
-            for call in answers[entry["id"]]:
-                if not isinstance(call, Mapping) or len(call) != 1:
-                    raise B.BfclError(f"{c}: entry {entry['id']}: a ground-truth call must be one {{name: args}}")
+            for call in entry.ground_truth:
                 (fn,) = call
-                offered = [d for d in entry["function"] if d["name"] == fn]
+                offered = [d for d in entry.functions if d["name"] == fn]
                 if len(offered) != 1:
-                    raise B.BfclError(f"{c}: entry {entry['id']}: {len(offered)} offered docs named {fn!r}")
+                    raise B.BfclError(f"{c}: entry {entry.id}: {len(offered)} offered docs named {fn!r}")
                 gold.add(lib.tool_for(offered[0]))
                 gold_bfcl.add(fn)
-            queries.append(BfclQuery(entry["id"], c, question_text(entry), frozenset(gold), frozenset(gold_bfcl)))
+            queries.append(BfclQuery(entry.id, c, question_text(entry), frozenset(gold), frozenset(gold_bfcl)))
     return Pool(lib, tuple(queries))
 
 
