@@ -34,8 +34,8 @@ def main(argv) -> None:
     else:
         if not _CHECKPOINT.value:
             raise app.UsageError("--policy=planner needs --checkpoint=RUN_DIR")
-        from cocoda_jax.runs.bfcl_eval import evaluate_planner
-        result = evaluate_planner(Path(_CHECKPOINT.value), _CATEGORIES.value, limit=_LIMIT.value)
+        from cocoda_jax.runs.evaluate import evaluate_run
+        result = evaluate_run(Path(_CHECKPOINT.value), split="test", categories=_CATEGORIES.value, limit=_LIMIT.value)
     text = json.dumps(result, indent=1)
     print(text)
     if _JSON_OUT.value:
