@@ -3,37 +3,46 @@ r"""Answer verifiers of the paper's benchmarks and the RODS progress reward.
     from cocoda_jax.data.verifiers import extract_boxed, math_equal
     extract_boxed(r"so \boxed{\frac{1}{2}}.")        # '\\frac{1}{2}'
     math_equal(r"\dfrac12", "0.5")                   # True
+    math_equal(r"2\frac{1}{2}", "2.5")               # True (a mixed number)
 
 * GSM8K: :func:`gsm8k_gold` (the number after ``####``), :func:`last_number`, :func:`gsm8k_equal`.
-* MATH: :func:`extract_boxed` (``\boxed`` and ``\fbox``, nested braces, the last box wins),
-  :func:`normalize_math` and :func:`math_equal` (normalised text, then numbers, then SymPy).
+* MATH: :func:`extract_boxed` (``\boxed`` and ``\fbox``, nested braces, the last box wins) and
+  :func:`math_equal`: HF ``math-verify`` behind a thin adapter (below), with :func:`normalize_math`.
 * WikiTableQuestions: :func:`wtq_match`, the normalised denotation match (numbers, dates, strings;
   lists unordered).
 * FinQA: :func:`finqa_equal`, relative error below 1e-3 with percent handling.
 * Embedded domains: :func:`answer_equal` (numbers with a tolerance, strings case-folded).
 * RODS: :func:`progress_reward`, the fraction of gold intermediate values a trajectory produced.
 
-Why SymPy is reached without ``parse_expr``: ``sympy.parsing.sympy_parser.parse_expr`` (and
-``sympify`` on a string) end in Python ``eval`` of transformed text, so a prediction such as
-``__import__('os').system(...)`` would run in the trainer. Here the normalised text is first checked
-against a character whitelist and a length bound, then parsed with :func:`ast.parse` (which only
-parses), and the tree is converted to SymPy objects by :func:`to_sympy`, which accepts only number
-literals, whitelisted names (single-letter symbols, ``pi``, ``e``, ``i``, ``oo`` and a few functions)
-and arithmetic operators, with bounds on exponents and on the size of integer literals. Nothing is
-evaluated as code, so no subprocess is needed for safety. What remains is time: ``simplify`` can be
-slow, so the symbolic comparison runs under a ``SIGALRM`` timer when called from the main thread; from
-another thread (where no timer can interrupt it) the comparison is numeric only — the difference is
-evaluated at a few random points, which the size bounds keep cheap.
+MATH equivalence is ``math_verify.parse`` + ``math_verify.verify`` (mixed numbers, percent against
+decimals, matrices, logarithms, intervals, sets, equations ``x = 3``, units in ``\text{}``). The
+adapter keeps the project's own code only where the library is wrong on hand-labelled cases (the
+tests name each one): ``°``, a final period and some unit words are normalised away first; two
+multiple-choice letters or two words are compared as text; a ``\{...\}`` set never equals a
+bracketed tuple; the symbol ``i`` is the imaginary unit.
+
+Safety and time. The library is asked for LaTeX extraction only: its plain-expression extractor
+ends in SymPy's ``parse_expr``, i.e. Python ``eval`` of text, while the LaTeX path builds SymPy
+objects with an ANTLR parser and never evaluates text, so a prediction such as
+``__import__('os').system(...)`` stays text. The library's own timeouts are ``signal.alarm`` based:
+whole seconds, main thread only (a ``ValueError`` elsewhere), and they cancel any outer alarm. They
+are switched off (``parsing_timeout=None``, ``timeout_seconds=None``) and replaced by
+:class:`_Deadline`, which works in every thread: a timer thread schedules an exception in the
+calling thread with ``PyThreadState_SetAsyncExc``, delivered at its next bytecode, exactly where a
+signal handler would run; it is one-shot and cancelled on exit, so it never escapes. Unlike a
+signal, it is not seen inside C code, and CPython's big-integer power loop, which does check for
+signals, never reaches a bytecode: so the parsed expressions are bounded before the comparison
+(:func:`_too_costly`: no exact number above ``_MAX_DIGITS`` digits, e.g. ``10^{10^{10}}`` or
+``1000000!``), and answers above ``_MAX_ANSWER_CHARS`` characters are compared as text only. Calls
+into the library are serialised by a lock (its ANTLR parser keeps shared caches).
 """
 
 from __future__ import annotations
 
-import ast
-import contextlib
+import ctypes
+import logging
 import math
-import random
 import re
-import signal
 import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -134,334 +143,220 @@ def extract_boxed(text: str) -> str | None:
 
 
 # =================================================================================================
-# MATH: normalisation
+# MATH: equivalence (math-verify behind a thin adapter)
 # =================================================================================================
 
+# Trailing unit words that math-verify's own unit list lacks ("5 dollars", "4 people", "5 cm^2");
+# "percent" is not here: the library reads it as a percent.
 _UNITS = (
     "degrees", "degree", "cm", "centimeters", "centimetres", "meters", "metres", "m", "km", "kilometers",
     "mm", "inches", "inch", "in", "feet", "foot", "ft", "yards", "yard", "miles", "mile", "units", "unit",
     "square", "sq", "cubic", "dollars", "dollar", "cents", "cent", "hours", "hour", "minutes", "minute",
     "seconds", "second", "days", "day", "weeks", "week", "years", "year", "mph", "pounds", "pound", "lbs",
     "kg", "grams", "gram", "g", "liters", "litres", "liter", "ml", "people", "students", "ways", "points",
-    "sq.", "per", "percent", "children", "girls", "boys", "apples", "marbles", "coins", "books",
+    "sq.", "per", "children", "girls", "boys", "apples", "marbles", "coins", "books",
 )
-_UNIT_TAIL = re.compile(r"^(.*?\d)\s*(?:(?:" + "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+_UNIT_TAIL = re.compile(r"^(.*?\d)\s+(?:(?:" + "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
                         + r")\b\.?\s*(?:\^?\{?[23]\}?)?\s*)+$")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mbox|mathrm|mathbf|mathit|operatorname)\s*\{([^{}]*)\}")
+_CHOICE = re.compile(r"\(?\s*([A-Ea-e])\s*\)?")
+_WORDS = re.compile(r"[A-Za-z]{2,}(?:\s+[A-Za-z]+)*")
 
-
-def _fix_fracs(s: str) -> str:
-    r"""``\frac12`` -> ``\frac{1}{2}``, ``\frac1{x}`` -> ``\frac{1}{x}`` (single-token arguments)."""
-    out, i = [], 0
-    while True:
-        j = s.find("\\frac", i)
-        if j < 0:
-            out.append(s[i:])
-            return "".join(out)
-        out.append(s[i:j + 5])
-        i = j + 5
-        for _ in range(2):
-            if i < len(s) and s[i] == "{":
-                depth = 0
-                for k in range(i, len(s)):
-                    depth += s[k] == "{"
-                    depth -= s[k] == "}"
-                    if depth == 0:
-                        break
-                out.append(s[i:k + 1])
-                i = k + 1
-            elif i < len(s) and s[i] != "\\":
-                out.append("{" + s[i] + "}")
-                i += 1
-
-
-def _fix_sqrt(s: str) -> str:
-    return re.sub(r"\\sqrt\s*([^{\[\s\\])", r"\\sqrt{\1}", s)
+_MAX_ANSWER_CHARS = 500   # longer answers are compared as text only
+_MAX_DIGITS = 10_000      # bound on the digits of an exact number the comparison may have to build
+_LOG10_2 = math.log10(2)
+_LIBRARY_LOCK = threading.Lock()
 
 
 def normalize_math(answer: str) -> str:
-    r"""A canonical text form of a MATH answer: LaTeX spacing and sizing commands, ``\text{}``, units,
-    degrees, percent and dollar signs, thousands separators, ``\dfrac``/``\tfrac``, a leading
-    ``x =``, choice brackets and trailing punctuation are removed or normalised."""
-    s = str(answer).strip()
-    s = s.replace("\n", " ").replace("\\!", "").replace("\\,", "").replace("\\;", "").replace("\\:", "")
-    s = s.replace("\\ ", " ").replace("~", " ").replace("\\displaystyle", "").replace("\\left", "")
-    s = s.replace("\\right", "").replace("\\big", "").replace("\\Big", "")
-    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("°", "")
-    s = s.replace("\\%", "").replace("%", "").replace("\\$", "").replace("$", "")
-    s = s.replace("{,}", ",").replace("\\cdot", "*").replace("\\times", "*")
+    r"""The text handed to math-verify: stripped, ``°`` written as ``^{\circ}``, one final period
+    after a digit or letter dropped (``4.``), and trailing unit words that the library does not know
+    removed after a number (``5 dollars``, ``4 people``, ``5 cm^2``). Everything else (LaTeX
+    variants, ``\text{}`` units, percent, thousands separators, ``x =``) is the library's work."""
+    s = str(answer).strip().replace("\n", " ")
+    s = s.replace("°", "^{\\circ}")
+    s = re.sub(r"(?<=[\w}])\.\s*$", "", s).strip()
+    m = _UNIT_TAIL.match(s)
+    return m.group(1) if m else s
+
+
+def _plain_text(s: str) -> str:
     for _ in range(3):  # nested \text{\textbf{...}}
         s = _TEXT_CMD.sub(r"\1", s)
-    s = s.strip().rstrip(".").strip()
-    s = re.sub(r"\\(?:emph|bf)\b", "", s)
-    m = _UNIT_TAIL.match(s)
-    if m:
-        s = m.group(1)
-    # multiple choice: (A), A), \text{(B)} ... -> the letter
-    m = re.fullmatch(r"\(?\s*([A-Ea-e])\s*\)?", s)
-    if m:
-        return m.group(1).upper()
-    # a leading "x =" or "k=" (one short name)
-    m = re.fullmatch(r"\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=\s*(.+)", s)
-    if m and "=" not in m.group(1):
-        s = m.group(1)
-    # thousands separators, only when the commas all separate thousands of one number
-    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s.replace(" ", "")):
-        s = s.replace(",", "")
-    s = _fix_sqrt(_fix_fracs(s))
-    s = s.replace(" ", "")
-    s = re.sub(r"(?<![\d.])\.(\d)", r"0.\1", s)  # .5 -> 0.5
-    if re.fullmatch(r"-?\d+\.\d*?0+", s) and "." in s:  # 2.50 -> 2.5, 3.0 -> 3
-        s = s.rstrip("0").rstrip(".")
-    return s
+    return s.strip()
 
 
-# =================================================================================================
-# MATH: safe conversion to SymPy
-# =================================================================================================
-
-_MAX_EXPR_CHARS = 200
-_MAX_EXPONENT = 200
-_MAX_INT_DIGITS = 40
-_SAFE_CHARS = re.compile(r"^[0-9a-zA-Z+\-*/^().,\s]*$")
-_FUNCTIONS = ("sqrt", "sin", "cos", "tan", "log", "ln", "exp", "abs")
-_CONSTANTS = ("pi", "e", "i", "oo")
-
-
-class UnsafeExpression(ValueError):
-    """Text that :func:`to_sympy` refuses to turn into a SymPy expression."""
-
-
-def latex_to_plain(s: str) -> str:
-    r"""A normalised LaTeX answer as plain infix text (``\frac{a}{b}`` -> ``((a)/(b))``, ``^`` -> ``**``)."""
-    s = s.replace("\\infty", "oo").replace("\\pi", "pi")
-    # \ln 2, \sin x: a function applied to one token without brackets
-    s = re.sub(r"\\(ln|log|sin|cos|tan|exp)\s*(\d+(?:\.\d+)?|[a-zA-Z](?![a-zA-Z]))", r"\1(\2)", s)
-    for fn in ("ln", "log", "sin", "cos", "tan", "exp"):
-        s = s.replace("\\" + fn, fn)
-    for _ in range(10):
-        new = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"((\1)/(\2))", s)
-        new = re.sub(r"\\sqrt\[([^{}\[\]]*)\]\{([^{}]*)\}", r"((\2)**(1/(\1)))", new)
-        new = re.sub(r"\\sqrt\{([^{}]*)\}", r"sqrt(\1)", new)
-        new = re.sub(r"\^\{([^{}]*)\}", r"**(\1)", new)
-        if new == s:
-            break
-        s = new
-    s = s.replace("^", "**").replace("{", "(").replace("}", ")")
-    s = re.sub(r"(\d)\s*(?=[a-zA-Z(])(?!\*)", r"\1*", s)  # 2x -> 2*x, 3(x+1) -> 3*(x+1)
-    s = re.sub(r"\)\s*(?=[\w(])", ")*", s)                 # (a)(b) -> (a)*(b)
-    return s
-
-
-def to_sympy(text: str):
-    """A SymPy expression for plain infix ``text``, built from its syntax tree without ``eval``.
-
-    Raises :class:`UnsafeExpression` for anything outside the whitelist (see the module docstring).
-    """
-    import sympy
-
-    if len(text) > _MAX_EXPR_CHARS:
-        raise UnsafeExpression(f"expression longer than {_MAX_EXPR_CHARS} characters")
-    if not _SAFE_CHARS.match(text) or "__" in text:
-        raise UnsafeExpression(f"characters outside the whitelist in {text[:50]!r}")
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise UnsafeExpression(f"does not parse: {type(exc).__name__}") from None
-    names = {"pi": sympy.pi, "e": sympy.E, "i": sympy.I, "oo": sympy.oo}
-    funcs = {"sqrt": sympy.sqrt, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "log": sympy.log,
-             "ln": sympy.log, "exp": sympy.exp, "abs": sympy.Abs}
-
-    def conv(node: ast.AST, depth: int = 0):
-        if depth > 40:
-            raise UnsafeExpression("expression nested too deeply")
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            if isinstance(node.value, int):
-                if len(str(abs(node.value))) > _MAX_INT_DIGITS:
-                    raise UnsafeExpression("integer literal too large")
-                return sympy.Integer(node.value)
-            return sympy.Rational(repr(node.value)) if math.isfinite(node.value) else sympy.nan
-        if isinstance(node, ast.Name):
-            if node.id in names:
-                return names[node.id]
-            if len(node.id) == 1 and node.id.isalpha():
-                return sympy.Symbol(node.id)
-            raise UnsafeExpression(f"unknown name {node.id!r}")
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            v = conv(node.operand, depth + 1)
-            return -v if isinstance(node.op, ast.USub) else v
-        if isinstance(node, ast.BinOp):
-            a, b = conv(node.left, depth + 1), conv(node.right, depth + 1)
-            if isinstance(node.op, ast.Add):
-                return a + b
-            if isinstance(node.op, ast.Sub):
-                return a - b
-            if isinstance(node.op, ast.Mult):
-                return a * b
-            if isinstance(node.op, ast.Div):
-                return a / b
-            if isinstance(node.op, ast.Pow):
-                if b.is_number and (not b.is_finite or abs(b) > _MAX_EXPONENT):
-                    raise UnsafeExpression("exponent too large")
-                if a.is_number and b.is_number and a.is_finite and abs(a) > 10**6 and abs(b) > 20:
-                    raise UnsafeExpression("power too large")
-                return a ** b
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in funcs \
-                and len(node.args) == 1 and not node.keywords:
-            return funcs[node.func.id](conv(node.args[0], depth + 1))
-        raise UnsafeExpression(f"{type(node).__name__} is not allowed")
-
-    return conv(tree.body)
-
-
-class _Timeout(BaseException):
-    """Raised by the timer; a BaseException so that SymPy's own ``except Exception`` cannot swallow it."""
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Raises :class:`_Timeout` after ``seconds`` (main thread only; a no-op guard elsewhere)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield False
-        return
-
-    def handler(signum, frame):
-        raise _Timeout()
-
-    # Someone else's timer (pytest-timeout, an outer limit) is saved and re-armed afterwards with
-    # what was left of it, so this limit nests instead of cancelling it.
-    import time
-    start = time.monotonic()
-    old = signal.signal(signal.SIGALRM, handler)
-    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield True
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        if old_delay > 0:
-            left = max(old_delay - (time.monotonic() - start), 1e-3)
-            signal.setitimer(signal.ITIMER_REAL, left, old_interval)
-
-
-def _numeric_equal(a, b, rng: random.Random) -> bool:
-    import sympy
-
-    symbols = sorted(a.free_symbols | b.free_symbols, key=str)
-    points = [{}] if not symbols else [{s: sympy.Rational(rng.randint(-9, 9), rng.randint(1, 9)) + sympy.Rational(1, 7)
-                                        for s in symbols} for _ in range(5)]
-    for point in points:
-        try:
-            va, vb = complex(a.subs(point).evalf(30)), complex(b.subs(point).evalf(30))
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-            return False
-        if any(math.isnan(v.real) or math.isnan(v.imag) for v in (va, vb)):
-            return False
-        if abs(va - vb) > 1e-6 * max(1.0, abs(vb)):
-            return False
-    return True
-
-
-def sympy_equal(pred: str, gold: str, *, timeout_s: float = 2.0) -> bool:
-    """Whether two normalised answers denote the same value (see the module docstring)."""
-    try:
-        a = to_sympy(latex_to_plain(pred))
-        b = to_sympy(latex_to_plain(gold))
-    except UnsafeExpression:
-        return False
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, AttributeError):
-        return False
-    try:
-        with _time_limit(timeout_s) as timed:
-            if not _numeric_equal(a, b, random.Random(0)):
-                return False
-            if not timed:
-                return True  # no timer in this thread: the numeric check is the verdict
-            import sympy
-            diff = sympy.simplify(a - b)
-            return diff == 0 or bool(diff.is_zero)
-    except _Timeout:
-        return False
-    except Exception:  # noqa: BLE001 - SymPy raises many kinds on odd input; all mean "not shown equal"
-        return False
-
-
-def _split_top(s: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
-
-
-def _plain_number(s: str) -> float | None:
-    m = re.fullmatch(r"-?\d+(?:\.\d+)?", s)
-    if m:
-        return float(s)
-    m = re.fullmatch(r"(-?)\\frac\{(-?\d+)\}\{(\d+)\}", s)
-    if m and int(m.group(3)) != 0:
-        v = int(m.group(2)) / int(m.group(3))
-        return -v if m.group(1) else v
+def _bracket_kind(s: str) -> str | None:
+    t = s.replace("\\left", "").replace("\\right", "").replace(" ", "")
+    if t.startswith("\\{") and t.endswith("\\}"):
+        return "set"
+    if t[:1] in ("(", "[") and t[-1:] in (")", "]") and "," in t:
+        return "tuple"
     return None
 
 
 def math_equal(pred: Any, gold: Any, *, timeout_s: float = 2.0) -> bool:
-    r"""Whether a MATH prediction equals the gold answer.
+    r"""Whether a MATH prediction equals the gold answer (see the module docstring).
 
-    Both are normalised (:func:`normalize_math`); equal texts match; then plain numbers compare with
-    a relative tolerance of 1e-6; tuples and intervals (same brackets) compare element by element,
-    bare comma lists and ``\{...\}`` sets without order; finally SymPy decides (see the module
-    docstring), each symbolic comparison within ``timeout_s``.
+    Both are normalised (:func:`normalize_math`); equal texts match. Then the project's rules for
+    what math-verify gets wrong: two multiple-choice letters (``(A)``, ``d)``, ``\text{\textbf{(E)}}``)
+    match by letter, two words (``\text{Monday}``, ``odd``) by case-folded text (the library reads a
+    word as a product of letters, so anagrams would match), and a ``\{...\}`` set never equals a
+    bracketed tuple or interval. Everything else goes to math-verify (the gold side as its gold),
+    with ``i`` read as the imaginary unit, within ``timeout_s`` for both parses and the comparison.
     """
     if pred is None or gold is None:
         return False
     p, g = normalize_math(str(pred)), normalize_math(str(gold))
     if not p or not g:
-        return p == g and bool(p)
+        return False
     if p == g:
         return True
-    pn, gn = _plain_number(p), _plain_number(g)
-    if pn is not None and gn is not None:
-        return math.isclose(pn, gn, rel_tol=1e-6, abs_tol=1e-9)
-    # sets: \{a, b\}
-    if p.startswith("\\{") and p.endswith("\\}") and g.startswith("\\{") and g.endswith("\\}"):
-        return _unordered_equal(_split_top(p[2:-2]), _split_top(g[2:-2]), timeout_s)
-    # tuples and intervals: the brackets must agree
-    if len(p) >= 2 and len(g) >= 2 and p[0] in "([" and g[0] in "([" and p[-1] in ")]" and g[-1] in ")]":
-        ps, gs = _split_top(p[1:-1]), _split_top(g[1:-1])
-        if len(ps) > 1 or len(gs) > 1:
-            if (p[0], p[-1]) != (g[0], g[-1]) or len(ps) != len(gs):
-                return False
-            return all(math_equal(a, b, timeout_s=timeout_s) for a, b in zip(ps, gs))
-    ps, gs = _split_top(p), _split_top(g)
-    if len(ps) > 1 or len(gs) > 1:
-        return _unordered_equal(ps, gs, timeout_s)
-    if re.fullmatch(r"[A-E]", p) or re.fullmatch(r"[A-E]", g):
+    pt, gt = _plain_text(p), _plain_text(g)
+    pc, gc = _CHOICE.fullmatch(pt), _CHOICE.fullmatch(gt)
+    if pc and gc:
+        return pc.group(1).upper() == gc.group(1).upper()
+    if _WORDS.fullmatch(pt) and _WORDS.fullmatch(gt):
+        return " ".join(pt.split()).casefold() == " ".join(gt.split()).casefold()
+    if {_bracket_kind(p), _bracket_kind(g)} == {"set", "tuple"}:
         return False
-    return sympy_equal(p, g, timeout_s=timeout_s)
+    if len(p) > _MAX_ANSWER_CHARS or len(g) > _MAX_ANSWER_CHARS:
+        return False
+    return _library_equal(p, g, timeout_s)
 
 
-def _unordered_equal(ps: list[str], gs: list[str], timeout_s: float) -> bool:
-    if len(ps) != len(gs):
-        return False
-    left = list(gs)
-    for a in ps:
-        for j, b in enumerate(left):
-            if math_equal(a, b, timeout_s=timeout_s):
-                del left[j]
-                break
-        else:
+def _library_equal(pred: str, gold: str, timeout_s: float) -> bool:
+    """math-verify's verdict, or False when it does not finish within ``timeout_s``."""
+    from math_verify import LatexExtractionConfig, parse, verify  # imported outside the deadline
+
+    _quiet_library_logs()
+    config = [LatexExtractionConfig()]  # LaTeX only: the plain-expression extractor uses parse_expr (eval)
+
+    def parsed(text: str) -> list | None:
+        found = parse("\\boxed{" + text + "}", extraction_config=config, parsing_timeout=None)
+        if any(_too_costly(e) for e in found if not isinstance(e, str)):
+            return None
+        return [_imaginary_unit(e) for e in found]
+
+    with _LIBRARY_LOCK:
+        try:
+            with _Deadline(timeout_s) as deadline:
+                g, p = parsed(gold), parsed(pred)
+                verdict = bool(g and p and verify(g, p, timeout_seconds=None))
+        except _Timeout:
             return False
-    return True
+    return verdict and not deadline.fired  # fired but swallowed by a bare ``except``: still a timeout
+
+
+def _imaginary_unit(e: Any) -> Any:
+    """``e`` with the symbol ``i`` replaced by SymPy's imaginary unit (the library keeps a symbol)."""
+    if isinstance(e, str):
+        return e
+    try:
+        import sympy
+        found = {s: sympy.I for s in e.free_symbols if getattr(s, "name", None) == "i"}
+        return e.xreplace(found) if found else e
+    except Exception:  # noqa: BLE001 - an object without free symbols: unchanged
+        return e
+
+
+def _too_costly(e: Any) -> bool:
+    """Whether comparing ``e`` may build an exact number of more than :data:`_MAX_DIGITS` digits
+    (``10^{10^{10}}``, ``1000000!``): such work runs in C, where :class:`_Deadline` cannot stop it."""
+    try:
+        return _digits(e) > _MAX_DIGITS
+    except (RecursionError, OverflowError, TypeError, ValueError, AttributeError):
+        return True
+
+
+def _digits(e: Any) -> float:
+    """An upper bound on the decimal digits of the exact numbers evaluating ``e`` builds."""
+    import sympy
+
+    if isinstance(e, sympy.MatrixBase):
+        return max((_digits(x) for x in e), default=0.0)
+    if not isinstance(e, sympy.Basic):
+        return 0.0
+    if e.is_Rational:
+        return max(int(e.p).bit_length(), int(e.q).bit_length()) * _LOG10_2
+    if e.is_Float:
+        v = abs(float(e))
+        return 1.0 if v == 0 else (abs(math.log10(v)) + 17 if math.isfinite(v) else math.inf)
+    if e.is_Pow:
+        return _magnitude(e.args[1]) * max(_digits(e.args[0]), 1.0)
+    if isinstance(e, (sympy.factorial, sympy.factorial2, sympy.subfactorial, sympy.binomial)):
+        n = _magnitude(e.args[0])
+        return n * math.log10(n) if n > 10 else 10.0
+    parts = [_digits(a) for a in e.args]
+    if not parts:
+        return 1.0
+    return sum(parts) if e.is_Mul else max(parts) + 1.0
+
+
+def _magnitude(e: Any) -> float:
+    """An upper bound on ``|e|`` (of an exponent or a factorial's argument); 1 for infinities."""
+    if getattr(e, "is_Number", False):
+        if e.is_finite is False:
+            return 1.0  # oo, zoo, nan: symbolic, no big integer is built
+        return abs(float(e))
+    d = _digits(e)
+    return 10.0 ** d if d < 300 else math.inf
+
+
+class _Timeout(BaseException):
+    """Raised by :class:`_Deadline`; a BaseException so that the library's ``except Exception`` cannot
+    swallow it."""
+
+
+def _async_raise(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Schedules ``exc`` in thread ``thread_id`` (raised at its next bytecode); ``None`` cancels."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(exc) if exc is not None else None)
+
+
+class _Deadline:
+    """A timer that raises :class:`_Timeout` in the thread that entered it, in any thread.
+
+    One shot: the exception is scheduled at most once, and ``__exit__`` cancels it if it has not been
+    delivered yet, so it never escapes the block's handler (see the module docstring)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.fired = seconds, False
+
+    def __enter__(self) -> "_Deadline":
+        self._thread_id, self._lock, self._done = threading.get_ident(), threading.Lock(), False
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def _fire(self) -> None:
+        with self._lock:
+            if not self._done:
+                self.fired = True
+                _async_raise(self._thread_id, _Timeout)
+
+    def __exit__(self, *exc_info) -> bool:
+        with self._lock:
+            self._done = True
+            if self.fired:
+                _async_raise(self._thread_id, None)
+        self._timer.cancel()
+        return False
+
+
+class _NoTimeoutWarning(logging.Filter):
+    """Drops the library's warning that its own (signal) timeout is off: :class:`_Deadline` is ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+def _quiet_library_logs() -> None:
+    for name in ("math_verify.parser", "math_verify.grader"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _NoTimeoutWarning) for f in log.filters):
+            log.addFilter(_NoTimeoutWarning())
 
 
 # =================================================================================================
