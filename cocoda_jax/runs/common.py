@@ -89,10 +89,18 @@ def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str
     if domain.categories is None:
         return None
     outcomes = evaluation.outcomes()
+    played = {tr.task_id: tr for tr in evaluation.trajectories}
     groups: dict[str, list[int]] = {}
+    turn_shares: dict[str, list[float]] = {}
     for t in tasks:
-        groups.setdefault(str(domain.categories(t)), []).append(int(outcomes[str(t.id)]))
-    return {c: {"n": len(v), "accuracy": sum(v) / len(v)} for c, v in sorted(groups.items())}
+        c = str(domain.categories(t))
+        groups.setdefault(c, []).append(int(outcomes[str(t.id)]))
+        if hasattr(t, "turns_passed"):  # multi-turn: the share of user turns passed before the first failure
+            turn_shares.setdefault(c, []).append(t.turns_passed(played[str(t.id)].environment_calls) / t.n_turns)
+    out = {c: {"n": len(v), "accuracy": sum(v) / len(v)} for c, v in sorted(groups.items())}
+    for c, v in turn_shares.items():
+        out[c]["turns_passed_share"] = sum(v) / len(v)
+    return out
 
 
 def sandbox_for(config: ml_collections.ConfigDict) -> Sandbox:

@@ -120,3 +120,16 @@ def test_the_one_scenario_whose_gold_does_not_replay_is_left_out_with_its_reason
     entry = next(e for e in loader.load_category("multi_turn_base") if e.id == "multi_turn_base_173")
     built, dropped = D.build_tasks([entry], library, sandbox)
     assert built == () and "ill_typed" in dropped["multi_turn_base_173"]
+
+
+def test_turns_passed_counts_the_turns_before_the_first_failure(tasks, library, sandbox):
+    t = next(t for t in tasks if t.category == "multi_turn_base" and t.n_turns >= 3)
+    lines = t.program.splitlines()
+    first_call = next(i for i, line in enumerate(lines) if "end_turn" not in line)
+    last_call = max(i for i, line in enumerate(lines) if "end_turn" not in line)
+    programs = [t.program, "\n".join(lines[:last_call] + lines[last_call + 1:]),
+                "\n".join(lines[:first_call] + lines[first_call + 1:])]
+    played = play_programs([t] * 3, programs, library, sandbox)
+    passed = [t.turns_passed(p.environment_calls) for p in played]
+    assert passed[0] == t.n_turns and passed[2] == 0
+    assert passed[1] < t.n_turns and passed[1] >= 1

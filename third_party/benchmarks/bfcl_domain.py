@@ -207,6 +207,19 @@ class BfclTask(GoldProgramTask):
         from third_party.benchmarks.bfcl_scoring import score_multi_turn
         return 1.0 if score_multi_turn(self.entry, calls_by_turn(environment_calls, self.n_turns)).valid else 0.0
 
+    def turns_passed(self, environment_calls: Iterable[Sequence[Any]]) -> int:
+        """How many user turns, from the first, BFCL's checker accepts (a diagnostic finer than the
+        all-or-nothing verdict: the checker judged on the conversation cut after each turn)."""
+        from third_party.benchmarks.bfcl_scoring import score_multi_turn
+        turns = calls_by_turn(environment_calls, self.n_turns)
+        passed = 0
+        for t in range(1, self.n_turns + 1):
+            cut = dataclasses.replace(self.entry, ground_truth=self.entry.ground_truth[:t], turns=self.entry.turns[:t])
+            if not score_multi_turn(cut, turns[:t]).valid:
+                break
+            passed = t
+        return passed
+
     @property
     def excluded_tools(self) -> tuple[str, ...]:
         return tuple(self.entry.excluded_function or ())
