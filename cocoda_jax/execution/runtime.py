@@ -6,14 +6,16 @@ A :class:`Runtime` holds, for the life of a worker process,
 * the restricted builtins: no ``open``/``eval``/``exec``/..., a ``getattr`` and ``hasattr`` that apply
   the checker's attribute rule to runtime text, a one-argument ``type``, an ``__import__`` that only
   hands out the module copies, and a ``print`` into a bounded buffer,
-* compiled tool namespaces per library hash (an LRU, so repeated runs against one library are cheap)
-  and compiled programs per source text.
+* checked and compiled tool code per library hash (an LRU, so repeated runs against one library are
+  cheap) and compiled programs per source text.
 
 Each program runs in a fresh namespace that holds the library's tools wrapped for tracing: a call is
 recorded when no other tool call is active, so calls made inside tools are not top-level calls. The
 program's top-level assignments are instrumented to record ``(name, value)`` as they happen. Shared
 state that a program could change is reset before each run: ``random`` is seeded, ``decimal`` gets a
-fresh context.
+fresh context, and the tools themselves are defined anew (see :class:`_Library`), so a tool's
+mutable default argument, a closure cell or a cache made by a decorator starts from scratch in
+every program.
 
 A worker may also hold a trusted **environment** (``worker.py`` loads it by file path; see
 ``environment.py``): stateful backends such as BFCL's file system that tools reach only through the
@@ -142,10 +144,28 @@ class _Output:
 
 
 class _Library:
-    """A compiled library: the base namespace of programs (traced tools) or the reason it failed."""
+    """A compiled library: the base namespace of programs (traced tools) and the code of each tool
+    source, or the reason it failed.
 
-    def __init__(self, namespace: dict | None, error: tuple[str, str] | None, cacheable: bool = True):
-        self.namespace, self.error, self.cacheable = namespace, error, cacheable
+    What is cached is code, not tool objects: :meth:`Runtime.run` executes the code into a fresh
+    namespace for every program, and the traced tools of the base namespace call that run's
+    definitions, so programs run in one worker cannot influence each other through tool state.
+
+    Deep-copying each function's ``__defaults__``/``__kwdefaults__`` per run would be cheaper but
+    incomplete: a tool source may only define functions and import at its top level (``guard.py``),
+    yet its decorators and default expressions are arbitrary code run at definition time, and the
+    state they make lives in more places than defaults: closure cells (a decorator tool that wraps
+    another with a ``nonlocal`` counter), caches (``@functools.lru_cache`` handing one mutable result
+    to every program), iterators and generators (``c=itertools.count()``; a generator cannot even be
+    copied). Defining the tools again resets all of them, at the cost of one ``exec`` of the compiled
+    code per run: about 2-4 us for the eight tools of ``launch/bench_executor.py``, against 40-60 us
+    for the rest of a run inside the worker and about 0.6 ms for a sandbox round trip; that
+    benchmark's throughput did not move beyond its run-to-run noise.
+    """
+
+    def __init__(self, namespace: dict | None, error: tuple[str, str] | None, cacheable: bool = True,
+                 codes: tuple[tuple[str, Any], ...] = ()):
+        self.namespace, self.error, self.cacheable, self.codes = namespace, error, cacheable, codes
 
 
 def _fits(value: Any, limit: int) -> bool:
@@ -270,6 +290,7 @@ class Runtime:
         self.limits = limits
         self.environment = environment  # a trusted module with ``open(spec) -> session`` (or None)
         self._session: Any = None
+        self._tools: dict[str, Any] = {}  # the current run's tool definitions (see _Library)
         self.modules = build_modules()
         self.builtins = self._make_builtins()
         self._library_cache = library_cache
@@ -343,7 +364,8 @@ class Runtime:
             encoded = encode_bounded(value, self.limits.max_value_chars)
             self._values.append([name, _TOO_LARGE if encoded is None and value is not None else encoded])
 
-    def _traced(self, name: str, fn: Any) -> Any:
+    def _traced(self, name: str, doc: str | None) -> Any:
+        """The tool ``name`` as programs see it: traced, and calling the current run's definition."""
         runtime = self
 
         def tool(*args, **kwargs):
@@ -351,12 +373,12 @@ class Runtime:
                 runtime._calls.append(name)
             runtime._depth += 1
             try:
-                return fn(*args, **kwargs)
+                return runtime._tools[name](*args, **kwargs)
             finally:
                 runtime._depth -= 1
 
         tool.__name__ = tool.__qualname__ = name
-        tool.__doc__ = getattr(fn, "__doc__", None)
+        tool.__doc__ = doc
         return tool
 
     # --- libraries -----------------------------------------------------------------------------------
@@ -376,7 +398,8 @@ class Runtime:
         return lib
 
     def _build_library(self, sources: list[str]) -> _Library:
-        tool_ns: dict[str, Any] = {"__builtins__": self.builtins, "__name__": "__tools__"}
+        """Checks and compiles each source, then defines the tools once to report their errors now."""
+        codes: list[tuple[str, Any]] = []
         names: list[str] = []
         try:
             for i, source in enumerate(sources):
@@ -394,25 +417,37 @@ class Runtime:
                 violations = _guard.check_tree(tree, tool=True)
                 if violations:
                     return _Library(None, ("forbidden", f"{label}: " + _join(violations)))
-                code = compile(tree, f"<tool:{defs[0] if defs else i}>", "exec")
-                try:
-                    exec(code, tool_ns)
-                except SandboxViolation as exc:
-                    return _Library(None, ("forbidden", f"{label}: {describe(exc)}"))
-                except MemoryError:
-                    raise
-                except Exception as exc:
-                    return _Library(None, ("runtime", f"{label}: {describe(exc)}"))
+                codes.append((label, compile(tree, f"<tool:{defs[0] if defs else i}>", "exec")))
                 names.extend(n for n in defs if n not in names)
+            defined = self._define(codes)
         except CpuLimitExceeded:
             return _Library(None, ("timeout", "CPU time limit exceeded while defining the library"), cacheable=False)
         except MemoryError:
             self.wants_retirement = True
             return _Library(None, ("memory", "memory limit exceeded while defining the library"), cacheable=False)
+        if isinstance(defined, tuple):
+            return _Library(None, defined)
         base = {"__builtins__": self.builtins, "__name__": "__main__", _RECORD: self._record}
         for name in names:
-            base[name] = self._traced(name, tool_ns[name])
-        return _Library(base, None)
+            base[name] = self._traced(name, getattr(defined[name], "__doc__", None))
+        defined.clear()  # break the cycles between the tools and their globals
+        return _Library(base, None, codes=tuple(codes))
+
+    def _define(self, codes: Any) -> dict | tuple[str, str]:
+        """A fresh tool namespace: the library's code executed anew, or a ``(kind, message)`` failure.
+
+        ``CpuLimitExceeded`` and ``MemoryError`` propagate."""
+        tool_ns: dict[str, Any] = {"__builtins__": self.builtins, "__name__": "__tools__"}
+        for label, code in codes:
+            try:
+                exec(code, tool_ns)
+            except SandboxViolation as exc:
+                return ("forbidden", f"{label}: {describe(exc)}")
+            except (CpuLimitExceeded, MemoryError):
+                raise
+            except Exception as exc:
+                return ("runtime", f"{label}: {describe(exc)}")
+        return tool_ns
 
     # --- programs ------------------------------------------------------------------------------------
     def _compile(self, source: str) -> Any:
@@ -454,6 +489,12 @@ class Runtime:
             code = self._compile(source) if lib.error is None else lib.error
             if environment is not None and not isinstance(code, tuple):
                 code = self._open_session(environment) or code
+            if not isinstance(code, tuple):  # this program's own tools (see _Library)
+                defined = self._define(lib.codes)
+                if isinstance(defined, tuple):
+                    code = defined
+                else:
+                    self._tools = defined
             if isinstance(code, tuple):
                 error = code
             else:
@@ -486,7 +527,9 @@ class Runtime:
             error = ("memory", "memory limit exceeded (MemoryError)")
             self.wants_retirement = True
         finally:
-            ns.clear()  # break the cycles between the program's functions and its namespace
+            ns.clear()  # break the cycles between the program's (and the tools') functions and namespace
+            self._tools.clear()
+            self._tools = {}
         session, self._session = self._session, None
         environment_calls = ([[str(k), str(m), _values.encode(kw)] for k, m, kw in session.calls]
                              if session is not None else [])
