@@ -14,6 +14,7 @@ from cocoda_jax.report.coevolution import (
     ReportError, build_report, draw_library, plot_coevolution, retrieval_tokens_per_query, validate_rounds,
     write_report,
 )
+from cocoda_jax.report.html import render_html_report, write_html_report
 
 __all__ = [
     "JSONL_NAME", "MetricsError", "MetricsFormatError", "MetricsWriter", "TB_DIR", "iter_series", "metrics_figure",
@@ -23,3 +24,4 @@ __all__ += [
     "ReportError", "build_report", "draw_library", "plot_coevolution", "retrieval_tokens_per_query",
     "validate_rounds", "write_report",
 ]
+__all__ += ["render_html_report", "write_html_report"]
