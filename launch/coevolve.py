@@ -22,11 +22,15 @@ from ml_collections import config_flags
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config (ml_collections file).")
-_WORKDIR = flags.DEFINE_string("workdir", "/tmp/cocoda_run", "Checkpoints, metrics, report and plots go here.")
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config (ml_collections file).",
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics, report and plots go here (required: a "
+                               "forgotten flag must not resume a stale run).", required=True)
 _BASELINE = flags.DEFINE_bool("with_baseline", False, "Also run the frozen-library baseline with the same budget.")
 _RODS = flags.DEFINE_bool("compare_rods", False, "Also run with RODS switched the other way, same budget.")
 _PROGRESS = flags.DEFINE_bool("progress", True, "Progress bars.")
+_ALLOW_CHANGE = flags.DEFINE_bool("allow_config_change", False,
+                                  "Resume a run whose checkpoint was written with another config.")
 
 
 def _arm(report: dict) -> dict:
@@ -39,18 +43,22 @@ def main(argv) -> None:
     del argv
     config = _CONFIG.value
     workdir = Path(_WORKDIR.value)
-    report = coevolve.run(config, workdir, progress=_PROGRESS.value)
+    report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)
     if _BASELINE.value:
         base_cfg = config.copy_and_resolve_references()
+        base_cfg.unlock()
         base_cfg.coevolve.frozen_library = True
         logging.info("baseline: the same budget with the library frozen at its primitives")
         report["baseline_frozen_library"] = _arm(coevolve.run(base_cfg, workdir / "baseline_frozen_library",
-                                                              progress=_PROGRESS.value))
+                                                              progress=_PROGRESS.value,
+                                                              allow_config_change=_ALLOW_CHANGE.value))
     if _RODS.value:
         other = config.copy_and_resolve_references()
+        other.unlock()
         other.rods.enabled = not config.rods.enabled
         name = "rods_on" if other.rods.enabled else "rods_off"
-        other_report = _arm(coevolve.run(other, workdir / name, progress=_PROGRESS.value))
+        other_report = _arm(coevolve.run(other, workdir / name, progress=_PROGRESS.value,
+                                         allow_config_change=_ALLOW_CHANGE.value))
         this = _arm(report)
         report["rods"] = {"on": this if config.rods.enabled else other_report,
                           "off": other_report if config.rods.enabled else this}

@@ -16,14 +16,20 @@ from ml_collections import config_flags
 
 from cocoda_jax.runs import train
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/train_math.py", "Run config (ml_collections file).")
-_WORKDIR = flags.DEFINE_string("workdir", "/tmp/cocoda_train", "Checkpoints and metrics go here.")
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/train_math.py", "Run config (ml_collections file).",
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints and metrics go here (required: a forgotten flag "
+                               "must not resume a stale run).", required=True)
 _PROGRESS = flags.DEFINE_bool("progress", True, "Progress bars.")
+_ALLOW_CHANGE = flags.DEFINE_bool("allow_config_change", False,
+                                  "Resume a run whose checkpoint was written with another config.")
 
 
 def main(argv) -> None:
     del argv
-    print(json.dumps(train.run(_CONFIG.value, _WORKDIR.value, progress=_PROGRESS.value), indent=2, sort_keys=True))
+    summary = train.run(_CONFIG.value, _WORKDIR.value, progress=_PROGRESS.value,
+                        allow_config_change=_ALLOW_CHANGE.value)
+    print(json.dumps(summary, indent=2, sort_keys=True))
 
 
 if __name__ == "__main__":

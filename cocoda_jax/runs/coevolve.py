@@ -38,7 +38,7 @@ from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json,
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
 from cocoda_jax.coevolve.traces import gold_trace, trace_from_trajectory
 from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
-from cocoda_jax.report import MetricsWriter
+from cocoda_jax.report import MetricsWriter, write_html_report
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
@@ -191,9 +191,10 @@ def _sft_demos(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any, usage_
 
 
 def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: bool = True,
-        stop_after_round: int | None = None) -> dict[str, Any]:
+        stop_after_round: int | None = None, allow_config_change: bool = False) -> dict[str, Any]:
     """Runs or resumes the co-evolution job; returns ``report.json``'s content (also written, with
-    the plots, the DAG drawing and a library JSON per round, under ``workdir``)."""
+    the plots, the DAG drawing and a library JSON per round, under ``workdir``). Resuming with a
+    config other than the checkpoint's is a ConfigError unless ``allow_config_change``."""
     C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
               "checkpoint", "warm", "coevolve", "rods", "report", "retrieval")
     workdir = Path(workdir)
@@ -231,6 +232,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         with_ref = ctx.grpo_l.config.grpo.beta > 0
 
         latest = C.latest_checkpoint(workdir)
+        C.check_resume_config(latest, config, allow_config_change)
         writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
         if latest is None:
             prog, library, state, ref = _stages_1_and_2(ctx, sft_tasks, primitives, abs_cfg, writer)
@@ -479,6 +481,7 @@ def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -
     REP.write_report(report, ctx.workdir / "report.json")
     REP.plot_coevolution(rounds, ctx.workdir / "plots")
     REP.draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
+    write_html_report(ctx.workdir)  # reads the report, the library JSONs, the metrics and the DAG drawing
     return report
 
 

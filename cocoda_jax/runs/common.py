@@ -338,6 +338,30 @@ def latest_checkpoint(workdir: Path) -> ckpt.Restored | None:
     return ckpt.restore(directory)
 
 
+def config_diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
+    """The keys whose values differ between two configs (dotted paths, ``saved -> current``)."""
+    saved = ckpt._to_jsonable(saved, "config") if prefix == "" else saved
+    current = ckpt._to_jsonable(current, "config") if prefix == "" else current
+    if isinstance(saved, dict) and isinstance(current, dict):
+        out = []
+        for key in sorted(set(saved) | set(current)):
+            out += config_diff(saved.get(key, "<absent>"), current.get(key, "<absent>"), f"{prefix}{key}.")
+        return out
+    return [] if saved == current else [f"{prefix[:-1]}: {saved!r} -> {current!r}"]
+
+
+def check_resume_config(latest: ckpt.Restored | None, config: Any, allow_change: bool) -> None:
+    """A resumed run must continue the run it resumes: a config that differs from the one the
+    checkpoint was written with is refused, naming every changed key, unless ``allow_change``."""
+    if latest is None or allow_change:
+        return
+    changed = config_diff(latest.config, config)
+    if changed:
+        raise ConfigError("the work directory holds a run with another config; resuming it with this one would "
+                          "mix two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
+                          "--allow_config_change to resume anyway")
+
+
 def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) -> tuple[TrainState, Any]:
     """The train state (and reference params) of checkpoint ``step``, restored into ``learner``'s
     own structure and shardings (so the jitted steps take it without recompiling)."""
@@ -349,7 +373,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "build_bfcl_domain", "build_domain", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
+    "ConfigError", "DOMAINS", "Domain", "check_resume_config", "config_diff", "build_bfcl_domain", "build_domain", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
     "retrieval_summary", "reward_config", "rollout_config",
     "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",

@@ -31,7 +31,7 @@ def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
 
 
 def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: bool = True,
-        stop_after_step: int | None = None) -> dict[str, Any]:
+        stop_after_step: int | None = None, allow_config_change: bool = False) -> dict[str, Any]:
     """Runs (or resumes) the job; returns the summary also written to ``workdir/train_summary.json``.
     ``stop_after_step``: return after the checkpoint of that global step (tests of resumption)."""
     C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox", "checkpoint",
@@ -63,6 +63,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         S, I = int(config.sft.steps), int(config.grpo.iterations)
 
         latest = C.latest_checkpoint(workdir)
+        C.check_resume_config(latest, config, allow_config_change)
         prog = dict(latest.payloads["progress"]) if latest else {"phase": "sft", "sft_accuracy": None, "evals": []}
         writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
 

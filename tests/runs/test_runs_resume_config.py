@@ -1,0 +1,41 @@
+"""A work directory belongs to one run: resuming it with another config is refused with the list of
+changed keys (unless explicitly allowed), and the launchers require --workdir."""
+
+import subprocess
+import sys
+
+import pytest
+
+from cocoda_jax.runs import common as C
+from cocoda_jax.runs import train
+from tests.runs.conftest import tiny_config
+
+
+def test_config_diff_names_every_changed_key():
+    a, b = tiny_config(), tiny_config()
+    b.grpo.learning_rate = 1.0
+    b.sft.steps = 99
+    assert C.config_diff(a, a) == []
+    assert C.config_diff(a, b) == [f"grpo.learning_rate: {a.grpo.learning_rate!r} -> 1.0",
+                                   f"sft.steps: {a.sft.steps!r} -> 99"]
+
+
+def test_resuming_with_another_config_is_refused_unless_allowed(tmp_path):
+    config = tiny_config()
+    config.grpo.iterations = 1
+    train.run(config, tmp_path, progress=False, stop_after_step=config.sft.steps)
+    changed = tiny_config()
+    changed.grpo.iterations = 1
+    changed.grpo.learning_rate = 0.5
+    with pytest.raises(C.ConfigError, match=r"grpo\.learning_rate: .* -> 0\.5.*--allow_config_change"):
+        train.run(changed, tmp_path, progress=False)
+    latest = C.latest_checkpoint(tmp_path)
+    C.check_resume_config(latest, changed, allow_change=True)  # allowed: no error
+    C.check_resume_config(latest, config, allow_change=False)  # the same config resumes
+    C.check_resume_config(None, changed, allow_change=False)   # a fresh directory takes any config
+
+
+@pytest.mark.parametrize("launcher", ["launch.coevolve", "launch.train"])
+def test_the_launchers_require_a_workdir(launcher):
+    out = subprocess.run([sys.executable, "-m", launcher], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "--workdir" in out.stderr
