@@ -5,14 +5,18 @@ Every parameter and activation dimension carries a logical name ("vocab", "embed
 MaxText); `logical_to_spec` turns a tuple of names into a `PartitionSpec` for a given
 mesh, dropping any mesh axis that is absent, of size 1, already used by an earlier
 dimension, or that does not divide the dimension (so tiny models still shard cleanly).
+`param_shardings` and `opt_state_shardings` are the one place that turns a model's state and its
+optimizer state into shardings by those rules.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
+import optax
+from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -87,6 +91,27 @@ def logical_to_spec(names: Sequence[str | None], shape: Sequence[int] | None = N
 
 def named_sharding(mesh: Mesh, names: Sequence[str | None], shape: Sequence[int]) -> NamedSharding:
     return NamedSharding(mesh, logical_to_spec(names, shape, mesh))
+
+
+def param_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
+    """Per variable of an (abstract or concrete) ``nnx.State``, the NamedSharding its
+    ``logical_axes`` metadata asks for on ``mesh`` (replicated where it has none), in a copy of the
+    variable: the result has the state's exact structure, so it serves ``jax.device_put(state, ...)``
+    and :func:`opt_state_shardings` as it is (``nnx.to_pure_dict`` of it gives the pure-dict form)."""
+    def one(var):
+        value = var.get_value()
+        axes = var.get_metadata().get("logical_axes") or (None,) * value.ndim
+        return var.replace(named_sharding(mesh, axes, value.shape))
+    return jax.tree.map(one, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def opt_state_shardings(optimizer: optax.GradientTransformation, opt_state: Any, param_shardings: Any,
+                        mesh: Mesh) -> Any:
+    """Shardings for an (abstract) optax state: the parts that mirror the params (Adam's mu/nu,
+    momenta) take the params' shardings, so FSDP shards them too; the rest (counts) is replicated."""
+    replicated = NamedSharding(mesh, P())
+    return optax.tree_map_params(optimizer, lambda _, sharding: sharding, opt_state, param_shardings,
+                                 transform_non_params=lambda _: replicated)
 
 
 def constrain(x: jax.Array, names: Sequence[str | None]) -> jax.Array:

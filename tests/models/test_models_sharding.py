@@ -126,3 +126,26 @@ def test_real_presets_shard_every_matrix(preset):
             assert np.prod(local) * 4 == np.prod(shape), (shape, sh.spec)
         else:
             assert local == shape
+
+
+def test_param_and_opt_state_shardings_follow_the_logical_axes():
+    """One helper each: the params' shardings (as create_model places them) and an optax state's
+    (moments like their params, counts replicated), abstractly."""
+    import optax
+
+    from cocoda_jax.models.sharding import opt_state_shardings, param_shardings
+    from cocoda_jax.models.transformer import abstract_model, state_shardings
+
+    _, abs_state = nnx.split(abstract_model(CFG))
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    params = param_shardings(abs_state, mesh)
+    assert nnx.to_pure_dict(params) == state_shardings(abs_state, mesh)
+    assert params["embed"].get_value().spec == P("tensor", "fsdp")
+    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
+    abs_opt = jax.eval_shape(optimizer.init, abs_state)
+    got = opt_state_shardings(optimizer, abs_opt, params, mesh)
+    (adam,) = [x for x in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+               if isinstance(x, optax.ScaleByAdamState)]
+    want = [s.spec for s in jax.tree.leaves(params)]
+    assert [s.spec for s in jax.tree.leaves(adam.mu)] == [s.spec for s in jax.tree.leaves(adam.nu)] == want
+    assert adam.count.spec == P() and adam.count.mesh.shape == mesh.shape
