@@ -6,11 +6,12 @@
   the frozen :class:`~cocoda_jax.rl.trajectory.Trajectory` record, SFT demonstrations as segments
   labelled trainable or not (the loss masks).
 * :mod:`cocoda_jax.rl.rewards` — registered reward functions: ``R_res + lambda * sum Phi`` and options.
-* :mod:`cocoda_jax.rl.grpo` — group advantages, clipped ratio, k3 KL, aggregations as (sum, count).
-* :mod:`cocoda_jax.rl.update` — optax optimizer/schedule/clipping, a jitted exact micro-batched
-  step and PPO epochs over any ``sums_fn(params, batch)`` (the planner plugs in there).
+* :mod:`cocoda_jax.rl.grpo` — registered advantages and losses (GRPO, Dr. GRPO) chosen by name,
+  clipped ratio, k3 KL, aggregations as (sum, count).
+* :mod:`cocoda_jax.rl.update` — optax optimizer/schedule/clipping from a config.
 * :mod:`cocoda_jax.rl.learner` — the jitted SFT and GRPO steps on the NNX planner over one mesh,
-  with donated, sharded state and exact micro-batching.
+  with donated, sharded state and exact micro-batching (``accumulate_gradients``).
+* :mod:`cocoda_jax.rl.loop` — SFT phase, GRPO iterations (rollouts, advantages, PPO epochs), evaluation.
 
 Submodules are imported on use; this root imports nothing (``grpo`` and ``update`` need JAX, the rest does not).
 """

@@ -1,6 +1,17 @@
 """GRPO as pure jnp math, apart from the learner loop (tunix's style: registered advantage and loss
 functions; losses as ``(sum, count)``).
 
+Variants are registered by name (:func:`register_advantage`, :func:`register_loss`) and chosen by
+:class:`GRPOConfig`'s ``advantage`` and ``loss``; the rollout loop and the learner call only
+:func:`compute_advantages` and :func:`compute_loss`, which dispatch on those names. Registered:
+
+* ``grpo``: group-normalised advantages (``normalize_std``) and the clipped loss aggregated by
+  ``aggregation``;
+* ``dr_grpo`` (Dr. GRPO, Liu et al. 2025, "Understanding R1-Zero-Like Training"): advantages only
+  centred on the group mean (never divided by its std), and the loss summed over each sequence's
+  tokens and divided by the constant ``num_sequences * max_tokens`` (``constant`` aggregation,
+  whatever ``aggregation`` says): neither length nor difficulty bias.
+
 Why ``(sum, count)``: the learner may split a batch into micro-batches that do not fit in memory
 together. Each micro-batch returns the *sum* of its per-unit losses and the *count* of units; the
 learner adds the gradients of the sums and the counts, and divides once at the end. Because every
@@ -25,13 +36,17 @@ With ``beta == 0`` the reference is never read (``ref_logp`` may be ``None``: no
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 AGGREGATIONS = ("token_mean", "seq_mean", "constant")
+
+
+class UnknownVariantError(ValueError):
+    """An advantage or loss name that nothing registered (raised when the config is built)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +56,8 @@ class GRPOConfig:
     ``epsilon_high``: the upper clip (``None``: symmetric, ``epsilon``); DAPO's clip-higher uses a
     larger one. ``normalize_std``: divide group-centred rewards by the group's std (``False`` is
     Dr. GRPO's unbiased advantage). ``max_tokens``: the constant normaliser of ``constant``.
+    ``advantage`` / ``loss``: registered variant names (an unknown one is an
+    :class:`UnknownVariantError` here).
     """
 
     epsilon: float = 0.2
@@ -66,10 +83,8 @@ class GRPOConfig:
             raise ValueError(f"std_eps must be > 0, got {self.std_eps}")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.advantage not in _ADVANTAGES:
-            raise ValueError(f"unknown advantage {self.advantage!r}; registered: {sorted(_ADVANTAGES)}")
-        if self.loss not in _LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; registered: {sorted(_LOSSES)}")
+        get_advantage(self.advantage)  # an unknown name fails here, not at the first step
+        get_loss(self.loss)
 
     @property
     def upper_clip(self) -> float:
@@ -100,12 +115,27 @@ def register_loss(name: str):
     return deco
 
 
-def get_advantage(name: str):
+def get_advantage(name: str) -> Callable[..., jax.Array]:
+    if name not in _ADVANTAGES:
+        raise UnknownVariantError(f"unknown advantage {name!r}; registered: {sorted(_ADVANTAGES)}")
     return _ADVANTAGES[name]
 
 
-def get_loss(name: str):
+def get_loss(name: str) -> Callable[..., "LossSums"]:
+    if name not in _LOSSES:
+        raise UnknownVariantError(f"unknown loss {name!r}; registered: {sorted(_LOSSES)}")
     return _LOSSES[name]
+
+
+def compute_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig) -> jax.Array:
+    """The advantages of ``config.advantage`` (the one call site of the advantage registry)."""
+    return get_advantage(config.advantage)(rewards, group_size, config)
+
+
+def compute_loss(logp: jax.Array, old_logp: jax.Array | None, ref_logp: jax.Array | None, advantages: jax.Array,
+                 mask: jax.Array, config: GRPOConfig) -> "LossSums":
+    """The :class:`LossSums` of ``config.loss`` (the one call site of the loss registry)."""
+    return get_loss(config.loss)(logp, old_logp, ref_logp, advantages, mask, config)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -130,6 +160,14 @@ def group_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig | N
     if config.normalize_std:
         centred = centred / (grouped.std(axis=1, keepdims=True) + config.std_eps)
     return centred.reshape(-1)
+
+
+@register_advantage("dr_grpo")
+def dr_grpo_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig | None = None) -> jax.Array:
+    """Dr. GRPO: ``A_i = r_i - mean_group``, never divided by the group's std (whatever
+    ``normalize_std`` says): no question is up-weighted for having a small reward spread."""
+    config = GRPOConfig() if config is None else config
+    return group_advantages(rewards, group_size, dataclasses.replace(config, normalize_std=False))
 
 
 def group_stats(rewards: jax.Array, group_size: int) -> tuple[jax.Array, jax.Array]:
@@ -168,7 +206,8 @@ def clipped_surrogate(logp: jax.Array, old_logp: jax.Array, advantages: jax.Arra
 
 
 class LossSums(NamedTuple):
-    """A loss and its metrics as sums with their counts (a pytree: add two with :func:`combine`).
+    """A loss and its metrics as sums with their counts (a pytree: the leafwise sum of two
+    micro-batches' is exactly the concatenated batch's).
 
     ``loss_sum / loss_count`` is the loss. Token metrics (``*_sum``) divide by ``token_count``:
     ``kl`` (k3; 0 when no reference was given), ``clip`` (clip fraction), ``entropy`` (``-logp``, a one-sample
@@ -184,11 +223,6 @@ class LossSums(NamedTuple):
     entropy_sum: jax.Array
     ratio_sum: jax.Array
     logp_gap_sum: jax.Array
-
-
-def combine(a: LossSums, b: LossSums) -> LossSums:
-    """The sums of two micro-batches (exactly those of the concatenated batch)."""
-    return jax.tree.map(jnp.add, a, b)
 
 
 def finalize(sums: LossSums) -> dict[str, jax.Array]:
@@ -257,6 +291,16 @@ def grpo_loss(logp: jax.Array, old_logp: jax.Array | None, ref_logp: jax.Array |
                     logp_gap_sum=tok(jnp.abs(logp - old)))
 
 
+@register_loss("dr_grpo")
+def dr_grpo_loss(logp: jax.Array, old_logp: jax.Array | None, ref_logp: jax.Array | None, advantages: jax.Array,
+                 mask: jax.Array, config: GRPOConfig | None = None) -> LossSums:
+    """Dr. GRPO: :func:`grpo_loss` with each sequence's token sum divided by the constant
+    ``max_tokens`` (then averaged over sequences), whatever ``config.aggregation`` says: a long
+    wrong answer is not penalised less per token than a short one."""
+    config = GRPOConfig() if config is None else config
+    return grpo_loss(logp, old_logp, ref_logp, advantages, mask, dataclasses.replace(config, aggregation="constant"))
+
+
 def sft_loss(logp: jax.Array, mask: jax.Array, aggregation: str = "token_mean", max_tokens: int = 512) -> tuple[jax.Array, jax.Array]:
     """Supervised warm start on demonstrations: negative log-likelihood of the action tokens as
     ``(sum, count)`` (observations and the prompt are masked out, like in GRPO)."""
@@ -264,64 +308,8 @@ def sft_loss(logp: jax.Array, mask: jax.Array, aggregation: str = "token_mean", 
 
 
 # ------------------------------------------------------------------------------------------------
-# Micro-batching
+# Diagnostics
 # ------------------------------------------------------------------------------------------------
-
-
-def _objective(sums_fn):
-    def objective(params, batch):
-        sums = sums_fn(params, batch)
-        return sums.loss_sum, sums
-    return objective
-
-
-def accumulate_gradients(sums_fn: Callable[[Any, Any], LossSums], params: Any, micro_batches: Sequence[Any]
-                         ) -> tuple[Any, dict[str, jax.Array]]:
-    """The full-batch gradient of ``loss_sum / loss_count`` from micro-batches of any sizes.
-
-    ``sums_fn(params, batch) -> LossSums``. The gradients of the sums are added, then divided once by
-    the total count: exactly the gradient of the concatenated batch's loss (see the module doc).
-    A Python loop (one compile per micro-batch shape); :func:`scan_gradients` is the jitted form.
-    """
-    if not micro_batches:
-        raise ValueError("no micro-batches")
-    grad_fn = jax.jit(jax.grad(_objective(sums_fn), has_aux=True))
-    total_grad, total = None, None
-    for batch in micro_batches:
-        g, sums = grad_fn(params, batch)
-        total_grad = g if total_grad is None else jax.tree.map(jnp.add, total_grad, g)
-        total = sums if total is None else combine(total, sums)
-    count = jnp.maximum(total.loss_count, 1e-9)
-    return jax.tree.map(lambda x: x / count, total_grad), finalize(total)
-
-
-def scan_gradients(sums_fn: Callable[[Any, Any], LossSums], params: Any, batch: Any, num_micro_batches: int
-                   ) -> tuple[Any, dict[str, jax.Array]]:
-    """:func:`accumulate_gradients` over ``num_micro_batches`` equal slices of ``batch``'s leading
-    axis with ``lax.scan``: one compiled body, memory of one micro-batch, jit- and shard-friendly."""
-    leading = {x.shape[0] for x in jax.tree.leaves(batch)}
-    if len(leading) != 1 or next(iter(leading)) % num_micro_batches:
-        raise ValueError(f"batch leading sizes {sorted(leading)} do not split into {num_micro_batches} micro-batches")
-    stacked = jax.tree.map(lambda x: x.reshape(num_micro_batches, -1, *x.shape[1:]), batch)
-    grad_fn = jax.grad(_objective(sums_fn), has_aux=True)
-    zero_grad = jax.tree.map(jnp.zeros_like, params)
-    shapes = jax.eval_shape(lambda: sums_fn(params, jax.tree.map(lambda x: x[0], stacked)))
-    zero_sums = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
-    def body(carry, micro):
-        acc_grad, acc_sums = carry
-        g, sums = grad_fn(params, micro)
-        return (jax.tree.map(jnp.add, acc_grad, g), combine(acc_sums, sums)), None
-
-    (total_grad, total), _ = jax.lax.scan(body, (zero_grad, zero_sums), stacked)
-    count = jnp.maximum(total.loss_count, 1e-9)
-    return jax.tree.map(lambda x: x / count, total_grad), finalize(total)
-
-
-def token_logprobs(logits: jax.Array, tokens: jax.Array) -> jax.Array:
-    """``log softmax(logits)[tokens]``: ``[B, T, V]`` logits and ``[B, T]`` ids give ``[B, T]``."""
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return jnp.take_along_axis(logp, tokens[..., None], axis=-1)[..., 0]
 
 
 def full_entropy(logits: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -334,7 +322,8 @@ def full_entropy(logits: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Arr
 
 
 __all__ = [
-    "AGGREGATIONS", "GRPOConfig", "LossSums", "accumulate_gradients", "aggregate", "scan_gradients", "clipped_surrogate", "combine",
-    "finalize", "full_entropy", "get_advantage", "get_loss", "group_advantages", "group_stats", "grpo_loss", "k3_kl",
-    "register_advantage", "register_loss", "sft_loss", "token_logprobs",
+    "AGGREGATIONS", "GRPOConfig", "LossSums", "UnknownVariantError", "aggregate", "clipped_surrogate",
+    "compute_advantages", "compute_loss", "dr_grpo_advantages", "dr_grpo_loss", "finalize", "full_entropy",
+    "get_advantage", "get_loss", "group_advantages", "group_stats", "grpo_loss", "k3_kl", "register_advantage",
+    "register_loss", "sft_loss",
 ]

@@ -18,10 +18,14 @@ Batches are dicts of arrays aligned with ``tokens`` ``[B, T]`` (what
 Position ``t`` of a per-token column scores ``tokens[:, t]`` given ``tokens[:, :t]``, so column 0
 is never a loss position; the learner compares ``logits[:, :-1]`` with ``tokens[:, 1:]``.
 
-Micro-batching: the batch is cut into ``num_micro_batches`` strided slices (row ``i`` goes to slice
-``i % n``, so each slice stays spread over every data shard), scanned with ``lax.scan``; the
-gradients of the losses' *sums* are added and divided once by the total *count*
-(:mod:`cocoda_jax.rl.grpo`), which gives exactly the full-batch gradient.
+Micro-batching (:func:`accumulate_gradients`, the one gradient-accumulation path): the batch is cut
+into ``num_micro_batches`` strided slices (row ``i`` goes to slice ``i % n``, so each slice stays
+spread over every data shard), scanned with ``lax.scan``; the gradients of the losses' *sums* are
+added and divided once by the total *count* (:mod:`cocoda_jax.rl.grpo`), which gives exactly the
+full-batch gradient.
+
+The GRPO loss is the registered one that ``config.grpo.loss`` names
+(:func:`cocoda_jax.rl.grpo.compute_loss`); an unknown name fails when the config is built.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from cocoda_jax.models.sharding import constrain, logical_to_spec, named_sharding
+from cocoda_jax.models.sharding import constrain, logical_to_spec, opt_state_shardings, param_shardings
 from cocoda_jax.models.transformer import token_log_probs
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl.update import OptimConfig, global_norm, make_optimizer, make_schedule
@@ -91,15 +95,15 @@ class Learner:
         self.config = LearnerConfig() if config is None else config
         self.mesh = mesh
         self.graphdef, params = nnx.split(model)
-        if mesh is not None:  # onto the mesh by the logical-axis rules (a no-op where already there)
-            params = jax.device_put(params, _param_shardings(params, mesh))
         self.optimizer = make_optimizer(self.config.optim)
         self.schedule = make_schedule(self.config.optim)
         opt_shardings = None
-        if mesh is not None:  # moments sharded like their params (XLA would replicate the zeros)
-            opt_shardings = optax.tree_map_params(
-                self.optimizer, lambda _, sharding: sharding, jax.eval_shape(self.optimizer.init, params),
-                jax.tree.map(lambda x: x.sharding, params), transform_non_params=lambda _: self._replicated())
+        if mesh is not None:  # onto the mesh by the logical-axis rules (a no-op where already there)
+            shardings = param_shardings(params, mesh)
+            params = jax.device_put(params, shardings)
+            # moments sharded like their params (XLA would replicate the zeros)
+            opt_shardings = opt_state_shardings(self.optimizer, jax.eval_shape(self.optimizer.init, params),
+                                                shardings, mesh)
         with self._ctx():
             opt_state = jax.jit(self.optimizer.init, out_shardings=opt_shardings)(params)
             step = jnp.zeros((), jnp.int32)
@@ -196,20 +200,19 @@ class Learner:
             raise BatchError(f"a batch of {b} rows does not split into {n} micro-batches")
         return self.shard_batch(out)
 
+    def _forward_logp(self, params, tokens, valid):
+        """``logits[:, :-1]`` and the log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` (every scorer's path)."""
+        logits = nnx.merge(self.graphdef, params)(tokens, attention_mask=valid)[:, :-1]
+        return logits, token_log_probs(logits, tokens[:, 1:])
+
     def _log_probs(self, params, tokens, valid):
-        model = nnx.merge(self.graphdef, params)
-        logits = model(tokens, attention_mask=valid)
-        logp = token_log_probs(logits[:, :-1], tokens[:, 1:])
-        return jnp.pad(logp, ((0, 0), (1, 0)))
+        return jnp.pad(self._forward_logp(params, tokens, valid)[1], ((0, 0), (1, 0)))
 
     def _shifted_logp(self, params, micro):
-        """Trainer log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` and the matching loss mask."""
-        model = nnx.merge(self.graphdef, params)
-        tokens = micro["tokens"]
-        logits = model(tokens, attention_mask=micro["valid"])
-        logits = logits[:, :-1]
+        """Trainer logits and log-probs of ``tokens[:, 1:]`` and the matching loss mask ``[b, T-1]``."""
+        logits, logp = self._forward_logp(params, micro["tokens"], micro["valid"])
         mask = micro["loss_mask"][:, 1:].astype(jnp.float32) * micro["valid"][:, 1:].astype(jnp.float32)
-        return logits, token_log_probs(logits, tokens[:, 1:]), mask
+        return logits, logp, mask
 
     def _sft_sums(self, params, micro):
         logits, logp, mask = self._shifted_logp(params, micro)
@@ -224,8 +227,8 @@ class Learner:
         _, logp, mask = self._shifted_logp(params, micro)
         old = micro.get("old_logp")
         ref = micro.get("ref_logp")
-        sums = G.grpo_loss(logp, None if old is None else old[:, 1:], None if ref is None else ref[:, 1:],
-                           micro["advantages"], mask, self.config.grpo)
+        sums = G.compute_loss(logp, None if old is None else old[:, 1:], None if ref is None else ref[:, 1:],
+                              micro["advantages"], mask, self.config.grpo)
         return sums.loss_sum, sums
 
     def _finalize_grpo(self, sums, batch):
@@ -236,9 +239,7 @@ class Learner:
         n = self.config.num_micro_batches
 
         def step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
-            grads, sums = _scan_sums(sums_fn, state.params, batch, n)
-            count = jnp.maximum(sums.loss_count if isinstance(sums, G.LossSums) else sums["loss_count"], 1e-9)
-            grads = jax.tree.map(lambda g, p: (g / count).astype(p.dtype), grads, state.params)
+            grads, sums = accumulate_gradients(sums_fn, state.params, batch, n)
             updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, updates)
             metrics = dict(finalize(sums, batch), grad_norm=global_norm(grads), update_norm=global_norm(updates),
@@ -249,48 +250,53 @@ class Learner:
         return jax.jit(step, donate_argnums=(0,), out_shardings=(self._state_shardings, None))
 
 
-def _param_shardings(params: nnx.State, mesh: jax.sharding.Mesh):
-    """Per parameter, the NamedSharding its ``logical_axes`` metadata asks for (replicated if none)."""
-    def one(var):
-        axes = var.get_metadata().get("logical_axes") or (None,) * var.get_value().ndim
-        return named_sharding(mesh, axes, var.get_value().shape)
-    return jax.tree.map(one, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
-
-
 def _finalize_sft(sums: dict, batch: dict) -> dict[str, jax.Array]:
     tokens = jnp.maximum(sums["token_count"], 1.0)
     return {"loss": sums["loss_sum"] / jnp.maximum(sums["loss_count"], 1e-9), "nll": sums["nll_sum"] / tokens,
             "accuracy": sums["correct_sum"] / tokens, "tokens": sums["token_count"]}
 
 
-def _scan_sums(sums_fn: Callable, params: Any, batch: dict, n: int) -> tuple[Any, Any]:
-    """Sum over ``n`` strided micro-batches of the gradient of ``sums_fn``'s loss sum, and of its
-    metric sums. Strided (row ``i`` to slice ``i % n``) so each slice keeps the batch sharding."""
+def accumulate_gradients(sums_fn: Callable[[Any, Any], tuple[jax.Array, Any]], params: Any, batch: Any,
+                         num_micro_batches: int) -> tuple[Any, Any]:
+    """The full-batch gradient of ``loss_sum / loss_count`` from ``num_micro_batches`` micro-batches.
+
+    ``sums_fn(params, micro) -> (loss_sum, sums)`` where ``sums`` is a pytree of sums that holds the
+    loss's count (a :class:`~cocoda_jax.rl.grpo.LossSums` or a dict with ``"loss_count"``). The
+    micro-batches are strided slices of ``batch``'s leading axis (row ``i`` to slice ``i % n``, so
+    each keeps the batch sharding), scanned with ``lax.scan`` (one compiled body, the memory of one
+    micro-batch). The gradients are added in float32 whatever the params' dtype, divided once by
+    the total count and cast to the params' dtypes. Returns ``(gradient, sums of the whole batch)``. Jit-able (``sums_fn`` and ``n`` static).
+    """
+    n = num_micro_batches
+    leading = {x.shape[0] for x in jax.tree.leaves(batch)}
+    if n < 1 or len(leading) != 1 or next(iter(leading)) % n:
+        raise ValueError(f"batch leading sizes {sorted(leading)} do not split into {n} micro-batches")
     grad_fn = jax.grad(sums_fn, has_aux=True)
     if n == 1:
-        return grad_fn(params, batch)
+        grads, sums = grad_fn(params, batch)
+    else:
+        def split(x):
+            return jnp.swapaxes(x.reshape(x.shape[0] // n, n, *x.shape[1:]), 0, 1)
 
-    def split(x):
-        x = x.reshape(x.shape[0] // n, n, *x.shape[1:])
-        return jnp.swapaxes(x, 0, 1)
+        stacked = jax.tree.map(split, batch)
 
-    stacked = {k: split(v) for k, v in batch.items()}
+        def spread(x):
+            return constrain(x, ("act_batch",) + (None,) * (x.ndim - 1))
 
-    def micro_at(i_tree):
-        return {k: constrain(v, ("act_batch",) + (None,) * (v.ndim - 1)) for k, v in i_tree.items()}
+        first = jax.tree.map(lambda x: x[0], stacked)
+        sums_shape = jax.eval_shape(lambda: sums_fn(params, first)[1])
+        # gradients add up in float32 whatever the params' dtype (bf16 sums would lose the small slices)
+        zero = (jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params),
+                jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
 
-    first = jax.tree.map(lambda x: x[0], stacked)
-    sums_shape = jax.eval_shape(lambda: sums_fn(params, first)[1])
-    # gradients add up in float32 whatever the params' dtype (bf16 sums would lose the small slices)
-    zero = (jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params),
-            jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
+        def body(carry, micro):
+            g, sums = grad_fn(params, jax.tree.map(spread, micro))
+            return jax.tree.map(lambda a, x: a + x.astype(a.dtype), carry, (g, sums)), None
 
-    def body(carry, micro):
-        g, sums = grad_fn(params, micro_at(micro))
-        return jax.tree.map(lambda a, x: a + x.astype(a.dtype), carry, (g, sums)), None
-
-    (grads, sums), _ = jax.lax.scan(body, zero, stacked)
-    return grads, sums
+        (grads, sums), _ = jax.lax.scan(body, zero, stacked)
+    count = jnp.maximum(sums["loss_count"] if isinstance(sums, Mapping) else sums.loss_count, 1e-9)
+    return jax.tree.map(lambda g, p: (g / count).astype(p.dtype), grads, params), sums
 
 
-__all__ = ["BatchError", "GRPO_KEYS", "GRPO_OPTIONAL", "Learner", "LearnerConfig", "SFT_KEYS", "TrainState"]
+__all__ = ["BatchError", "GRPO_KEYS", "GRPO_OPTIONAL", "Learner", "LearnerConfig", "SFT_KEYS", "TrainState",
+           "accumulate_gradients"]

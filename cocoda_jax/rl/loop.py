@@ -227,7 +227,7 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     rollout_s = time.perf_counter() - t0
     breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
     totals = np.asarray([b.total for b in breakdowns], np.float32)
-    advantages = np.asarray(G.group_advantages(totals, group_size, grpo_cfg))
+    advantages = np.asarray(G.compute_advantages(totals, group_size, grpo_cfg))  # config.grpo.advantage
     length = bucket_length(max(len(r) for r in records), rc.length_multiple, rc.max_len)
     batch = grpo_batch(records, advantages, length, tokenizer.pad_id)
     grouped = totals.reshape(-1, group_size)

@@ -4,6 +4,7 @@ planner model."""
 import jax.numpy as jnp
 import numpy as np
 
+from cocoda_jax.models import token_log_probs
 from cocoda_jax.rl import grpo as G
 
 B, T_, D, V = 6, 5, 4, 7
@@ -21,8 +22,8 @@ def batch(seed=0, size=B):
     w_ref = rng.normal(size=(D, V)) * 0.5
     logits_old = np.einsum("btd,dv->btv", np.asarray(x), w_old)
     logits_ref = np.einsum("btd,dv->btv", np.asarray(x), w_ref)
-    old = G.token_logprobs(jnp.asarray(logits_old, jnp.float32), tokens)
-    ref = G.token_logprobs(jnp.asarray(logits_ref, jnp.float32), tokens)
+    old = token_log_probs(jnp.asarray(logits_old, jnp.float32), tokens)
+    ref = token_log_probs(jnp.asarray(logits_ref, jnp.float32), tokens)
     adv = G.group_advantages(jnp.asarray(rng.normal(size=(size,)), jnp.float32), 2)
     params = {"w": jnp.asarray(w_old + 0.3 * rng.normal(size=(D, V)), jnp.float32), "b": jnp.zeros((V,))}
     return params, {"x": x, "tokens": tokens, "mask": mask, "old": old, "ref": ref, "adv": adv}
@@ -30,6 +31,16 @@ def batch(seed=0, size=B):
 
 def sums_fn(cfg):
     def fn(params, batch):
-        logp = G.token_logprobs(batch["x"] @ params["w"] + params["b"], batch["tokens"])
+        logp = token_log_probs(batch["x"] @ params["w"] + params["b"], batch["tokens"])
         return G.grpo_loss(logp, batch["old"], batch["ref"], batch["adv"], batch["mask"], cfg)
     return fn
+
+
+def objective(cfg):
+    """``sums_fn`` in the form :func:`cocoda_jax.rl.learner.accumulate_gradients` takes."""
+    fn = sums_fn(cfg)
+
+    def obj(params, batch):
+        sums = fn(params, batch)
+        return sums.loss_sum, sums
+    return obj

@@ -1,4 +1,5 @@
-"""GRPO math against hand-computed tiny batches, and exact micro-batching on a tiny linear policy."""
+"""GRPO math against hand-computed tiny batches, the variant registry, and exact micro-batching
+(the learner's ``accumulate_gradients``) on a tiny linear policy."""
 
 import math
 
@@ -8,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cocoda_jax.models import token_log_probs
 from cocoda_jax.rl import grpo as G
+from cocoda_jax.rl.learner import accumulate_gradients
 
 EPS = 1e-6
 
@@ -59,9 +62,9 @@ def test_clipped_surrogate_hand_computed():
     assert active_h.tolist() == [True, False, True, False, False, False]
 
 
-def test_token_logprobs_and_exact_entropy():
+def test_token_log_probs_and_exact_entropy():
     logits = jnp.log(jnp.array([[[0.5, 0.25, 0.25], [1 / 3, 1 / 3, 1 / 3]]]))
-    lp = G.token_logprobs(logits, jnp.array([[1, 2]]))
+    lp = token_log_probs(logits, jnp.array([[1, 2]]))
     chex.assert_trees_all_close(lp, jnp.log(jnp.array([[0.25, 1 / 3]])), atol=1e-6)
     s, c = G.full_entropy(logits, jnp.array([[1.0, 1.0]]))
     want = -(0.5 * np.log(0.5) + 0.5 * np.log(0.25)) + np.log(3)
@@ -159,7 +162,7 @@ def test_sft_loss_and_empty_batches():
 
 def test_config_validation():
     for bad in (dict(epsilon=0.0), dict(epsilon=1.0), dict(epsilon_high=0.0), dict(beta=-1.0), dict(aggregation="x"),
-                dict(max_tokens=0), dict(std_eps=0.0), dict(advantage="x"), dict(loss="x")):
+                dict(max_tokens=0), dict(std_eps=0.0)):
         with pytest.raises(ValueError):
             G.GRPOConfig(**bad)
     assert G.GRPOConfig().upper_clip == 0.2 and G.GRPOConfig(epsilon_high=0.28).upper_clip == 0.28
@@ -170,10 +173,40 @@ def test_config_validation():
 
 
 # ------------------------------------------------------------------------------------------------
-# micro-batching: exactly the full-batch gradient
+# the variant registry
 
 
-from tests.rl.rl_policy import B, T_, batch as _batch, sums_fn as _sums_fn  # noqa: E402
+def test_unknown_variant_names_fail_when_the_config_is_built():
+    for field in ("advantage", "loss"):
+        with pytest.raises(G.UnknownVariantError, match=rf"unknown {field} 'dr_gpro'.*registered: .*'dr_grpo'"):
+            G.GRPOConfig(**{field: "dr_gpro"})
+    with pytest.raises(G.UnknownVariantError):
+        G.get_loss("nope")
+    assert issubclass(G.UnknownVariantError, ValueError)
+
+
+def test_dispatch_runs_the_named_variant():
+    rewards = jnp.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0])
+    grpo = G.GRPOConfig(beta=0.01, max_tokens=4)
+    dr = G.GRPOConfig(beta=0.01, max_tokens=4, advantage="dr_grpo", loss="dr_grpo")
+    chex.assert_trees_all_close(G.compute_advantages(rewards, 4, grpo), G.group_advantages(rewards, 4))
+    # Dr. GRPO: centred only (normalize_std=True is overridden by the variant)
+    chex.assert_trees_all_close(G.compute_advantages(rewards, 4, dr),
+                                jnp.array([0.5, -0.5, -0.5, 0.5, -0.5, -0.5, -0.5, 1.5]), atol=1e-6)
+    # ... and the sequence sums over the constant normaliser (aggregation="token_mean" is overridden)
+    got = G.compute_loss(LOGP, OLD, REF, ADV, MASK, dr)
+    chex.assert_trees_all_close(got, G.grpo_loss(LOGP, OLD, REF, ADV, MASK, G.GRPOConfig(beta=0.01, max_tokens=4,
+                                                                                        aggregation="constant")))
+    assert float(got.loss_count) == 2 * 4.0
+    plain = G.compute_loss(LOGP, OLD, REF, ADV, MASK, grpo)
+    assert float(plain.loss_count) == 5.0 and float(plain.loss_sum) == pytest.approx(float(got.loss_sum))
+
+
+# ------------------------------------------------------------------------------------------------
+# micro-batching (the learner's accumulate_gradients): exactly the full-batch gradient
+
+
+from tests.rl.rl_policy import T_, batch as _batch, objective as _objective, sums_fn as _sums_fn  # noqa: E402
 
 
 def _split(batch, sizes):
@@ -188,31 +221,43 @@ def _full_grad(fn, params, batch):
     return jax.jit(jax.grad(lambda p: (lambda s: s.loss_sum / s.loss_count)(fn(p, batch))))(params)
 
 
+_accumulate = jax.jit(accumulate_gradients, static_argnums=(0, 3))
+
+
 @pytest.mark.parametrize("aggregation", G.AGGREGATIONS)
-def test_scanned_micro_batch_gradient_equals_full_batch(aggregation):
+def test_micro_batch_gradient_equals_full_batch(aggregation):
+    """Strided micro-batches with very unequal loss-token counts (one row has none) give the
+    full-batch gradient and metrics under every aggregation."""
     cfg = G.GRPOConfig(aggregation=aggregation, max_tokens=T_, epsilon_high=0.28)
     params, batch = _batch()
-    fn = _sums_fn(cfg)
+    fn, obj = _sums_fn(cfg), _objective(cfg)
     want = _full_grad(fn, params, batch)
     assert float(jnp.abs(want["w"]).sum()) > 1e-3  # the gradient is not trivially zero
     full_metrics = G.finalize(fn(params, batch))
-    for n in ((2, 3) if aggregation == "token_mean" else (3,)):
-        got, metrics = jax.jit(G.scan_gradients, static_argnums=(0, 3))(fn, params, batch, n)
+    for n in (1, 2, 3, 6):
+        got, sums = _accumulate(obj, params, batch, n)
         chex.assert_trees_all_close(got, want, atol=1e-6, rtol=1e-5)
-        chex.assert_trees_all_close(metrics, full_metrics, atol=1e-6, rtol=1e-5)
+        chex.assert_trees_all_close(G.finalize(sums), full_metrics, atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="do not split"):
-        G.scan_gradients(fn, params, batch, 4)
+        accumulate_gradients(obj, params, batch, 4)
 
 
-def test_unequal_micro_batches_give_the_full_batch_gradient():
-    cfg = G.GRPOConfig(aggregation="token_mean")
-    params, batch = _batch(1)
-    fn = _sums_fn(cfg)
-    got, metrics = G.accumulate_gradients(fn, params, _split(batch, (4, 2)))
-    chex.assert_trees_all_close(got, _full_grad(fn, params, batch), atol=1e-6, rtol=1e-5)
-    assert float(metrics["tokens"]) == 15.0
-    with pytest.raises(ValueError, match="no micro-batches"):
-        G.accumulate_gradients(fn, params, [])
+def test_sharded_micro_batches_on_8_devices_equal_one_device():
+    """The batch split over an 8-device data axis (params replicated), two micro-batches: the same
+    gradient and sums as on one device."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    assert jax.device_count() == 8, "tests/conftest.py provides 8 fake CPU devices"
+    params, data = _batch(5, size=32)
+    obj = _objective(G.GRPOConfig(aggregation="token_mean"))
+    single, s1 = _accumulate(obj, params, data, 2)
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    sharded = jax.device_put(data, NamedSharding(mesh, P("data")))
+    with jax.set_mesh(mesh):
+        multi, s8 = _accumulate(obj, jax.device_put(params, NamedSharding(mesh, P())), sharded, 2)
+    assert len(sharded["x"].sharding.device_set) == 8
+    chex.assert_trees_all_close(multi, single, atol=1e-6)
+    chex.assert_trees_all_close(G.finalize(s8), G.finalize(s1), atol=1e-6)
 
 
 def test_naive_mean_of_micro_batch_means_is_not_the_full_gradient():

@@ -137,6 +137,27 @@ def test_beta_zero_needs_no_reference_and_matches_the_pure_loss(small_model):
         strict.grpo_step(strict.init_state(), data)
 
 
+def test_the_configured_loss_variant_is_the_one_that_steps(small_model):
+    """The learner dispatches on ``config.grpo.loss``: Dr. GRPO (sequence sums over a constant
+    normaliser) moves the params differently from plain GRPO on the same batch and init."""
+    data = _batch(2)
+    plain = G.GRPOConfig(beta=0.0, aggregation="token_mean")
+    dr = G.GRPOConfig(beta=0.0, aggregation="token_mean", loss="dr_grpo", max_tokens=T)
+    out = {}
+    for name, cfg in (("grpo", plain), ("dr_grpo", dr)):
+        learner = Learner(small_model, LearnerConfig(optim=SGD, grpo=cfg))
+        state, metrics = learner.grpo_step(learner.init_state(), data)
+        out[name] = jax.device_get((metrics, state.params))
+    (m_plain, p_plain), (m_dr, p_dr) = out["grpo"], out["dr_grpo"]
+    # the same loss sum at the shared init, over a different count: tokens vs rows * max_tokens
+    np.testing.assert_allclose(float(m_dr["loss"]) * B * T, float(m_plain["loss"]) * float(m_plain["tokens"]),
+                               rtol=1e-5)
+    moved = max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(p_plain), jax.tree.leaves(p_dr)))
+    assert moved > 1e-4
+    with pytest.raises(G.UnknownVariantError, match="dr_gpro"):
+        LearnerConfig(grpo=G.GRPOConfig(loss="dr_gpro"))
+
+
 def test_bad_batches_get_clear_errors(small_model):
     learner = Learner(small_model, LearnerConfig(optim=SGD, num_micro_batches=3))
     data = _batch()

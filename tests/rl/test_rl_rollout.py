@@ -140,12 +140,13 @@ def test_grpo_batch_places_columns_and_refuses_long_records():
 
 def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
     """Two PPO epochs take two optimizer steps on the same rollouts; the second epoch sees a ratio
-    away from 1 (the sampler's log-probs are the old policy's)."""
+    away from 1 (the sampler's log-probs are the old policy's). The advantages are the registered
+    variant the config names (here Dr. GRPO's: centred, not divided by the group's std)."""
     from cocoda_jax.rl import grpo as G
     from cocoda_jax.rl.update import OptimConfig
 
     tasks, tok, model = setup
-    learner = Learner(model, LearnerConfig(optim=OptimConfig(learning_rate=1e-2), grpo=G.GRPOConfig(beta=0.0)))
+    learner = Learner(model, LearnerConfig(optim=OptimConfig(learning_rate=1e-2), grpo=G.GRPOConfig(beta=0.0, advantage="dr_grpo")))
     rc = L.RolloutConfig(max_steps=2, max_len=256, max_new_tokens=8)
     cards = all_cards(math_library, "bare")
     state, metrics, it = L.grpo_iteration(learner, learner.init_state(), tok, tasks[:2], math_library, sandbox,
@@ -155,6 +156,9 @@ def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
     assert int(state.step) == 2 and metrics["grpo/step"] == 2
     assert len(it.trajectories) == 4 and len(it.group_rewards(lambda t, b: b.total)) == 2
     assert metrics["grpo/ratio"] != 1.0
+    totals = np.asarray([b.total for b in it.breakdowns], np.float32)
+    dr = np.asarray(G.group_advantages(totals, 2, G.GRPOConfig(normalize_std=False)))
+    assert metrics["grpo/advantage_std"] == pytest.approx(float(dr.std()), abs=1e-6)
     with pytest.raises(ValueError, match="ppo_epochs"):
         L.grpo_iteration(learner, state, tok, tasks[:1], math_library, sandbox, group_size=2, rc=rc,
                          cards=cards, key=jax.random.key(0), ppo_epochs=0)
