@@ -54,11 +54,13 @@ def get_config() -> ml_collections.ConfigDict:
     c.sft = ml_collections.ConfigDict(dict(
         steps=200, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=2000))
 
-    # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget).
+    # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget). advantage /
+    # loss: a variant registered in cocoda_jax.rl.grpo ("grpo"; "dr_grpo" = Dr. GRPO's unbiased form).
     c.grpo = ml_collections.ConfigDict(dict(
         iterations=30, iterations_per_round=5, tasks_per_iteration=12, group_size=8, learning_rate=3e-5,
         epsilon=0.2, epsilon_high=None, beta=0.0, aggregation="token_mean", normalize_std=True,
-        micro_batches=1, mask_uniform_groups=True, ppo_epochs=1, eval_every=10))
+        micro_batches=1, mask_uniform_groups=True, ppo_epochs=1, eval_every=10,
+        advantage="grpo", loss="grpo"))
 
     # Stage 1: rounds of the symbolic abstractor over the gold demonstrations.
     c.warm = ml_collections.ConfigDict(dict(rounds=2))

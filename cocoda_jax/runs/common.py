@@ -259,8 +259,12 @@ def refresh_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) ->
 def grpo_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
     g = config.grpo
     optim = OptimConfig(learning_rate=g.learning_rate, schedule="constant", clip_norm=1.0)
-    grpo = G.GRPOConfig(epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, aggregation=g.aggregation,
-                        normalize_std=g.normalize_std, max_tokens=config.rollout.max_len)
+    try:
+        grpo = G.GRPOConfig(epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, aggregation=g.aggregation,
+                            normalize_std=g.normalize_std, max_tokens=config.rollout.max_len,
+                            advantage=g.get("advantage", "grpo"), loss=g.get("loss", "grpo"))
+    except ValueError as e:
+        raise ConfigError(f"config.grpo: {e}") from e
     return Learner(model, LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches), mesh)
 
 

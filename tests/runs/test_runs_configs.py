@@ -65,3 +65,17 @@ def test_bfcl_categories_are_checked_before_anything_loads():
     c.domain.categories = "multi_turn_base,memory"
     with pytest.raises(C.ConfigError, match="multi-turn categories"):
         C.build_domain(c, sandbox=None)
+
+
+def test_the_grpo_variant_is_chosen_by_name_and_an_unknown_one_is_refused():
+    import jax.numpy as jnp  # noqa: F401 - the learner builds on the default backend
+    from cocoda_jax.models import create_model, get_preset
+    import dataclasses
+    c = _load("default")
+    c.mesh.data = 1
+    model = create_model(dataclasses.replace(get_preset("tiny"), vocab_size=64), seed=0)
+    c.grpo.loss = c.grpo.advantage = "dr_grpo"
+    assert C.grpo_learner(model, c, None).config.grpo.loss == "dr_grpo"
+    c.grpo.loss = "nope"
+    with pytest.raises(C.ConfigError, match="config.grpo"):
+        C.grpo_learner(model, c, None)
