@@ -40,7 +40,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
@@ -499,7 +498,7 @@ def abstract_state(tree: Any, shardings: Any = None, *, mesh: jax.sharding.Mesh 
 
     ``shardings``: None (keep each leaf's own sharding, or replicate onto ``mesh`` when given), or
     a tree of ``Sharding``s with ``tree``'s structure (e.g. from :func:`opt_state_shardings` and
-    ``models.transformer.state_shardings``). Scalars stay as they are."""
+    ``models.sharding.param_shardings``). Scalars stay as they are."""
     def one(x, s=None):
         if _is_scalar(x):
             return x
@@ -512,18 +511,10 @@ def abstract_state(tree: Any, shardings: Any = None, *, mesh: jax.sharding.Mesh 
     return jax.tree.map(one, tree, shardings)
 
 
-def opt_state_shardings(optimizer, opt_state: Any, param_shardings: Any, mesh: jax.sharding.Mesh) -> Any:
-    """Shardings for an optax state: the parts that mirror the params (Adam's mu/nu, ...) take the
-    params' shardings; the rest (counts) is replicated on ``mesh``."""
-    replicated = NamedSharding(mesh, PartitionSpec())
-    return optax.tree_map_params(optimizer, lambda _, s: s, opt_state, param_shardings,
-                                 transform_non_params=lambda _: replicated)
-
-
 __all__ = [
     "CheckpointError", "CorruptCheckpointError", "DEFAULT_DECODERS", "FORMAT", "FormatMismatchError",
     "IncompatibleCheckpointError", "InvalidSaveError", "LIBRARY_PAYLOAD", "LibraryPayloadError",
     "NoCheckpointError", "PayloadError", "Restored", "ShapeMismatchError", "StepExistsError",
     "StructureMismatchError", "abstract_state", "all_steps", "latest_step", "open_manager",
-    "opt_state_shardings", "restore", "save",
+    "restore", "save",
 ]

@@ -18,6 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from cocoda_jax import checkpoint as ck
 from cocoda_jax.library import LibrarySnapshot, Tool
 from cocoda_jax.models import create_model, get_preset, make_mesh, token_log_probs
+from cocoda_jax.models.sharding import opt_state_shardings
 from cocoda_jax.models.transformer import abstract_model, state_shardings
 from cocoda_jax.rl.update import OptimConfig, make_optimizer
 
@@ -126,7 +127,7 @@ def test_restore_onto_another_mesh_and_back(tmp_path, trained):
     p_sh = _sharding_tree(abs_params, mesh)
     abs_params = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abs_params, p_sh)
     abs_opt = jax.eval_shape(optimizer.init, abs_params)
-    o_sh = ck.opt_state_shardings(optimizer, abs_opt, p_sh, mesh)
+    o_sh = opt_state_shardings(optimizer, abs_opt, p_sh, mesh)
     target = ck.abstract_state({"params": abs_params, "opt_state": abs_opt, "step": 0},
                                {"params": p_sh, "opt_state": o_sh, "step": None})
     on8 = ck.restore(tmp_path, target).state

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from cocoda_jax.models.config import ModelConfig
-from cocoda_jax.models.sharding import constrain, named_sharding
+from cocoda_jax.models.sharding import constrain, named_sharding, param_shardings
 
 _NEG = -0.7 * float(jnp.finfo(jnp.float32).max)
 
@@ -305,10 +305,8 @@ def param_axes(model_or_state) -> dict:
 
 
 def state_shardings(abs_state: nnx.State, mesh) -> dict:
-    """Pure dict of NamedShardings for an (abstract) model state on `mesh`."""
-    def one(var):
-        return named_sharding(mesh, var.get_metadata()["logical_axes"], var.get_value().shape)
-    return nnx.to_pure_dict(jax.tree.map(one, abs_state, is_leaf=lambda x: isinstance(x, nnx.Variable)))
+    """Pure dict of NamedShardings for an (abstract) model state on `mesh` (sharding.param_shardings)."""
+    return nnx.to_pure_dict(param_shardings(abs_state, mesh))
 
 
 def create_model(cfg: ModelConfig, *, seed: int = 0, mesh=None) -> Transformer:
