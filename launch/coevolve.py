@@ -21,6 +21,7 @@ from ml_collections import config_flags
 
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
+from cocoda_jax.runs.logs import route_logs
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config (ml_collections file).",
                                           lock_config=True)
@@ -43,6 +44,7 @@ def main(argv) -> None:
     del argv
     config = _CONFIG.value
     workdir = Path(_WORKDIR.value)
+    route_logs(workdir)  # the console shows warnings; the full log is workdir/logs/run.log
     report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)
     if _BASELINE.value:
         base_cfg = config.copy_and_resolve_references()

@@ -1,0 +1,29 @@
+"""The console keeps warnings; every INFO line (absl, orbax, ours) goes to workdir/logs/run.log."""
+
+import subprocess
+import sys
+import textwrap
+
+PROGRAM = textwrap.dedent('''
+    import logging, sys
+    from absl import app
+    from absl import logging as absl_logging
+    from cocoda_jax.runs.logs import route_logs
+
+    def main(_):
+        path = route_logs(sys.argv[1])
+        assert route_logs(sys.argv[1]) == path  # idempotent: one file handler
+        logging.getLogger("orbax.checkpoint").info("an orbax info line")
+        absl_logging.info("an absl info line")
+        absl_logging.warning("a warning line")
+
+    app.run(main, argv=sys.argv[:1] + ["--"] + sys.argv[1:])
+''')
+
+
+def test_info_goes_to_the_run_log_and_only_warnings_to_the_console(tmp_path):
+    out = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "logs" / "run.log").read_text()
+    assert "an orbax info line" in text and "an absl info line" in text and "a warning line" in text
+    assert "a warning line" in out.stderr and "info line" not in out.stderr
