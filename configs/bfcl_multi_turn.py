@@ -21,11 +21,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.domain = ml_collections.ConfigDict(dict(
         name="bfcl_multi_turn", seed=0,
         categories="multi_turn_base,multi_turn_miss_func,multi_turn_miss_param,multi_turn_long_context",
-        n_train=0, n_val=64, n_test=0))
+        n_train=0, n_val=32, n_test=0))
     c.model.vocab_size = 2048
-    c.rollout.update(dict(max_steps=20, max_len=1024, max_new_tokens=40, length_multiple=128, timeout_s=20.0))
+    c.rollout.update(dict(max_steps=20, max_len=1024, max_new_tokens=40, length_multiple=256, timeout_s=20.0))
     c.retrieval.update(dict(k=12, l2_shortlist=16, l2_keep=24))
-    c.sft.update(dict(steps=300, batch_size=8, n_demos=100_000))
+    c.sft.update(dict(steps=200, batch_size=8, n_demos=100_000))
     c.grpo.update(dict(iterations=6, iterations_per_round=2, tasks_per_iteration=4, group_size=4, eval_every=100))
     c.coevolve.rounds = 3
     c.coevolve.abstractor.max_inputs = 4  # a run of two or three stateful calls has that many arguments
