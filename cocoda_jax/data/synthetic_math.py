@@ -42,6 +42,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.data.domain import (DomainBase, DomainConfigError, DomainSplits, dataclass_from_dict, is_number, pairs,
+                                    register_domain, tuplify)
 from cocoda_jax.data.math_primitives import PRIMITIVES, local_functions
 from cocoda_jax.data.task import GoldProgramTask
 from cocoda_jax.library import LibrarySnapshot
@@ -850,3 +852,58 @@ def _call_ngrams(tasks: Sequence[MathTask], n: int) -> Counter:
         counts.update({tuple(fns[i:i + n]) for i in range(len(fns) - n + 1)})
     return counts
 
+
+
+# ------------------------------------------------------------------------------------------------
+# The domain (cocoda_jax.data.domain)
+# ------------------------------------------------------------------------------------------------
+
+
+class SyntheticMath(DomainBase):
+    """The synthetic-math domain: splits from :func:`generate`, variants on the parent's motif chain,
+    a question's numbers are its inputs.
+
+    Config keys (``config.domain``): ``seed``, ``n_train``, ``n_val``, ``n_test``, ``max_depth`` (0:
+    every depth), ``heldout`` (``"instances"``: validation and test are unseen instances in the
+    training wording, indices far past the training ones; ``"wording"``: the generator's held-out
+    splits, new templates and entities) and ``grow_library_to`` (0: the primitives alone; N: N tools
+    with distractors)."""
+
+    name, kind, task_type = "synthetic_math", "math", MathTask
+
+    def build(self, section: Any, sandbox: Any) -> DomainSplits:
+        heldout = section["heldout"]
+        if heldout not in ("instances", "wording"):
+            raise DomainConfigError(f"config.domain.heldout must be 'instances' or 'wording', got {heldout!r}")
+        grow_to = int(section.get("grow_library_to", 0))
+        if grow_to < 0:
+            raise DomainConfigError(f"config.domain.grow_library_to must be >= 0, got {grow_to}")
+        seed, md = section["seed"], section["max_depth"] or None
+        train = generate(section["n_train"], seed=seed, split="train", max_depth=md)
+        if heldout == "instances":
+            val = generate(section["n_val"], seed=seed, split="train", start=1_000_000, max_depth=md)
+            test = generate(section["n_test"], seed=seed, split="train", start=2_000_000, max_depth=md)
+        else:
+            val = generate(section["n_val"], seed=seed, split="validation", max_depth=md)
+            test = generate(section["n_test"], seed=seed, split="test", max_depth=md)
+        library = primitive_library(sandbox)
+        if grow_to:
+            from cocoda_jax.retrieval.synthetic_library import with_distractors
+            try:
+                library = with_distractors(library, grow_to, seed=int(seed))
+            except ValueError as e:
+                raise DomainConfigError(f"config.domain.grow_library_to: {e}") from e
+        return DomainSplits(tuple(train), tuple(val), tuple(test), library)
+
+    def propose_variant(self, parent: MathTask, stream_seed: int, draw: int) -> MathTask:
+        return make_task_from_chain(stream_seed, parent.split, draw, parent.motifs)
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> MathTask:
+        return dataclass_from_dict(MathTask, d, {"skeleton": tuplify, "motifs": tuple, "inputs": pairs,
+                                                 "intermediates": pairs})
+
+    def stated_numbers(self, task: MathTask) -> tuple[tuple[str, float], ...]:
+        return tuple((n, v) for n, v in task.inputs if is_number(v))
+
+
+register_domain("synthetic_math", SyntheticMath)

@@ -36,6 +36,8 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.data.domain import (DomainBase, DomainConfigError, DomainSplits, dataclass_from_dict, pairs,
+                                    register_domain, tuplify)
 from cocoda_jax.data.task import GoldProgramTask
 from cocoda_jax.library import LibrarySnapshot
 
@@ -586,3 +588,41 @@ def generate(n: int, seed: int = 0, split: str = "train", *, start: int = 0) -> 
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     return [make_task(seed, split, start + i) for i in range(n)]
+
+
+# =================================================================================================
+# The domain (cocoda_jax.data.domain)
+# =================================================================================================
+
+
+class Tables(DomainBase):
+    """The table domain: splits from :func:`generate`, variants from the table generator (RODS keeps
+    a draw with the parent's skeleton: its query family; schema, table, entities and wording are new).
+    The stated numbers are the numeric constants of the gold program (the input is a table).
+
+    Config keys (``config.domain``): ``seed``, ``n_train``, ``n_val``, ``n_test`` and ``heldout``
+    (``"instances"``: unseen training-split instances; ``"wording"``: the held-out splits)."""
+
+    name, kind, task_type = "tables", "table", TableTask
+
+    def build(self, section: Any, sandbox: Any) -> DomainSplits:
+        heldout, seed = section["heldout"], section["seed"]
+        if heldout not in ("instances", "wording"):
+            raise DomainConfigError(f"config.domain.heldout must be 'instances' or 'wording', got {heldout!r}")
+        train = generate(section["n_train"], seed=seed, split="train")
+        if heldout == "instances":
+            val = generate(section["n_val"], seed=seed, split="train", start=1_000_000)
+            test = generate(section["n_test"], seed=seed, split="train", start=2_000_000)
+        else:
+            val = generate(section["n_val"], seed=seed, split="validation")
+            test = generate(section["n_test"], seed=seed, split="test")
+        return DomainSplits(tuple(train), tuple(val), tuple(test), primitive_library(sandbox))
+
+    def propose_variant(self, parent: TableTask, stream_seed: int, draw: int) -> TableTask:
+        return make_task(stream_seed, parent.split, draw)
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> TableTask:
+        return dataclass_from_dict(TableTask, d, {"skeleton": tuplify, "motifs": tuple, "intermediates": pairs})
+
+
+register_domain("tables", Tables)
