@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cocoda_jax.data.domain import DomainBase, DomainConfigError, DomainSplits, pairs, register_domain
 from cocoda_jax.data.task import GoldProgramTask
 from cocoda_jax.execution import EnvironmentPlugin
 from third_party.benchmarks import bfcl as loader
@@ -323,8 +324,72 @@ def per_category(tasks: Sequence[BfclTask], r_res: Sequence[float]) -> dict[str,
     return {c: {"n": len(v), "accuracy": sum(v) / len(v)} for c, v in sorted(out.items())}
 
 
+# ------------------------------------------------------------------------------------------------
+# The domain (cocoda_jax.data.domain)
+# ------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _entries_by_id(category: str) -> dict[str, Any]:
+    return {e.id: e for e in loader.load_category(category)}
+
+
+class BfclMultiTurn(DomainBase):
+    """BFCL v4 multi-turn as a registered domain: the package's data split by scenario, every gold
+    replayed through the sandbox and BFCL's checker (:func:`build_domain`); stateful (the sandbox
+    loads :func:`plugin`, ``end_turn`` is a barrier no composite may contain), scored per category
+    by BFCL's checker on the episode's environment calls (:meth:`BfclTask.score_environment_calls`,
+    which the rollout consults before any ``verify``), and without a generator: RODS makes no
+    variants of its tasks.
+
+    Config keys (``config.domain``): ``categories`` (comma-separated multi-turn categories),
+    ``seed``, ``n_train``, ``n_val``, ``n_test`` (0: all)."""
+
+    name, kind, task_type = "bfcl_multi_turn", "bfcl", BfclTask
+    barrier_tools = ("end_turn",)
+    propose_variant = None
+
+    @staticmethod
+    def categories(task: BfclTask) -> str:
+        return task.category
+
+    def environment_plugin(self) -> EnvironmentPlugin:
+        return plugin()
+
+    def build(self, section: Any, sandbox: Any) -> DomainSplits:
+        categories = tuple(c.strip() for c in str(section["categories"]).split(",") if c.strip())
+        unknown = [c for c in categories if c not in MULTI_TURN]
+        if not categories or unknown:
+            raise DomainConfigError(f"config.domain.categories must name multi-turn categories of {MULTI_TURN}, "
+                                    f"got {section['categories']!r}")
+        library = primitive_library()
+        splits = build_domain(categories, library, sandbox, seed=int(section["seed"]), n_train=int(section["n_train"]),
+                              n_val=int(section["n_val"]), n_test=int(section["n_test"]))
+        if splits.dropped:
+            from absl import logging
+            logging.warning("BFCL: %d entries left out, their ground truth does not replay: %s", len(splits.dropped),
+                            splits.dropped)
+        return DomainSplits(splits.train, splits.val, splits.test, library)
+
+    def task_to_dict(self, task: BfclTask) -> dict:
+        """The task without its loader entry (reloaded by id from the installed package's data)."""
+        return {"id": task.id, "category": task.category, "split": task.split, "question": task.question,
+                "program": task.program, "intermediates": task.intermediates, "answer": task.answer}
+
+    def task_from_dict(self, d: Any) -> BfclTask:
+        entry = _entries_by_id(str(d["category"])).get(d["id"])
+        if entry is None:
+            raise ValueError(f"BFCL {d['category']} has no entry {d['id']!r}")
+        return BfclTask(id=entry.id, category=entry.category, question=str(d["question"]), program=str(d["program"]),
+                        intermediates=pairs(d["intermediates"]), answer=d["answer"],
+                        environment=environment_spec(entry), entry=entry, split=str(d["split"]))
+
+
+register_domain("bfcl_multi_turn", BfclMultiTurn)
+
+
 __all__ = [
-    "BfclSplits", "BfclTask", "END_TURN_SOURCE", "evaluate_gold", "gold_failure", "gold_step", "MULTI_TURN", "OBSERVATION_CHARS", "build_domain", "build_tasks",
+    "BfclMultiTurn", "BfclSplits", "BfclTask", "END_TURN_SOURCE", "evaluate_gold", "gold_failure", "gold_step", "MULTI_TURN", "OBSERVATION_CHARS", "build_domain", "build_tasks",
     "call_string", "calls_by_turn", "environment_spec", "gold_program", "normalise_call", "per_category", "plugin",
     "primitive_library", "unplayed_task",
 ]
