@@ -1,12 +1,14 @@
 """Structure-preserving variants of boundary tasks, critiqued by rules, made beside training.
 
 A variant of a seed task has the same skeleton (tool-call topology, dependency depth) and answer
-type, with new numbers, entities and wording. For the embedded math domain it comes from the domain
-generator itself: :func:`propose` draws ``synthetic_math.make_task_from_chain(s, split, i, motifs)``
-on the seed's motif chain over a stream whose seed ``s`` is derived from ``(run_seed, seed task,
-attempt, round)`` and keeps the first draw with the seed's skeleton (a chain's skeleton can still
-vary, e.g. with the number of compounding years) — so the content is a pure function of those and
-never of thread timing.
+type, with new numbers, entities and wording. It comes from the generator of the seed's domain
+(:mod:`cocoda_jax.data.domain`, found by the task's type): :func:`propose` calls
+``domain.propose_variant(seed_task, s, i)`` for draws ``i = 0, 1, ...`` over a stream whose seed
+``s`` is derived from ``(run_seed, seed task, attempt, round)`` and keeps the first draw with the
+seed's skeleton (for math, a draw on the seed's motif chain, whose skeleton can still vary, e.g. with
+the number of compounding years) — so the content is a pure function of those and never of thread
+timing. A domain without a generator (BFCL) gets no variants: its jobs are rejected as
+``no_generator`` without a draw.
 
 Critique (:func:`check_rules`) applies the rules of the issue and returns structured errors; a
 failed candidate is repaired up to ``k_max`` times (for a generator domain a repair is a fresh draw
@@ -15,7 +17,6 @@ of numbers and wording for the same skeleton), and rejections are counted per er
 
 from __future__ import annotations
 
-import ast
 import collections
 import dataclasses
 import hashlib
@@ -25,13 +26,15 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cocoda_jax.data import synthetic_math, tables
+from cocoda_jax.data import synthetic_math
+from cocoda_jax.data.domain import domain_of
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.tasks import call_graph, content_keys
 from cocoda_jax.values import values_equal
 
 #: Structured critique errors (the paper's repair loop is driven by such types).
 ERROR_TYPES = (
+    "no_generator",           # the seed's domain makes no variants (BFCL): nothing was drawn
     "sample_failed",          # no generator draw with the seed's skeleton within max_draws
     "exec_failed",            # the gold program failed in the sandbox
     "answer_mismatch",        # executing the gold program does not give the recorded answer
@@ -102,37 +105,29 @@ def variant_id(parent_id: str, attempt: int, rnd: int, run_seed: int) -> str:
 
 
 def propose(parent: Any, attempt: int, rnd: int, *, run_seed: int, max_draws: int) -> Any:
-    """The first generator draw with ``parent``'s skeleton and answer type on the derived stream, with
-    a fresh id; None when ``max_draws`` draws found none. Pure in its arguments.
+    """The first draw of the parent's domain generator with ``parent``'s skeleton and answer type
+    on the derived stream, with a fresh id; None when ``max_draws`` draws found none or the domain
+    has no generator. Pure in its arguments.
 
     Math tasks draw on the parent's motif chain; table tasks from the table generator (the
     skeleton fixes the query family; schema, table, entities and wording are new).
     """
+    draw = domain_of(parent).propose_variant
+    if draw is None:
+        return None
     stream = derived_seed("rods-variant", run_seed, parent.id, attempt, rnd)
-    if isinstance(parent, synthetic_math.MathTask):
-        draw = lambda i: synthetic_math.make_task_from_chain(stream, parent.split, i, parent.motifs)
-    elif isinstance(parent, tables.TableTask):
-        draw = lambda i: tables.make_task(stream, parent.split, i)
-    else:
-        raise TypeError(f"no generator for {type(parent).__name__}; embedded domains only")
     for i in range(max_draws):
-        cand = draw(i)
-        if (cand.skeleton == parent.skeleton and cand.answer_type == parent.answer_type
+        cand = draw(parent, stream, i)
+        if (cand is not None and cand.skeleton == parent.skeleton and cand.answer_type == parent.answer_type
                 and cand.question != parent.question):
             return dataclasses.replace(cand, id=variant_id(parent.id, attempt, rnd, run_seed))
     return None
 
 
 def stated_numbers(task: Any) -> tuple[tuple[str, float], ...]:
-    """The numbers the question must state: a math task's inputs; for other domains (the input is a
-    table) the numeric constants written in the gold program."""
-    if isinstance(task, synthetic_math.MathTask):
-        return tuple((n, v) for n, v in task.inputs if isinstance(v, (int, float)) and not isinstance(v, bool))
-    out = []
-    for node in ast.walk(ast.parse(task.program)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            out.append((f"const@{node.lineno}:{node.col_offset}", node.value))
-    return tuple(out)
+    """The numbers the question must state, as the task's domain says: a math task's inputs; for
+    the table domain (the input is a table) the numeric constants written in the gold program."""
+    return tuple(domain_of(task).stated_numbers(task))
 
 
 # -- the rules ----------------------------------------------------------------------------------------
@@ -235,6 +230,10 @@ class Synthesizer:
     run_seed: int = 0
 
     def run(self, job: Job) -> Outcome:
+        domain = domain_of(job.parent)
+        if domain.propose_variant is None:  # nothing to draw, nothing to repair
+            error = CritiqueError("no_generator", f"the {domain.name} domain makes no variants")
+            return Outcome(job.parent.id, job.attempt, None, ((error,),))
         tools, params = library_names(self.library)
         rounds: list[tuple[CritiqueError, ...]] = []
         for rnd in range(self.config.k_max + 1):

@@ -1,4 +1,5 @@
-"""Task records for RODS: JSON round trip of domain tasks, content keys for duplicates, call graphs.
+"""Task records for RODS: JSON round trip of domain tasks (each through its domain), content keys for
+duplicates, call graphs.
 
 The call graph is read from the gold program's text (one ``x<i> = tool(args)`` per line), not from
 the generator's own ``skeleton`` field, so a structure check does not trust what it checks.
@@ -13,48 +14,32 @@ import json
 import re
 from typing import Any
 
-from cocoda_jax.data.synthetic_math import MathTask
-from cocoda_jax.data.tables import TableTask
+from cocoda_jax.data.domain import UnknownDomainError, domain_of, domain_of_kind
 from cocoda_jax.rods.errors import RodsStateError
 
-_KINDS = {"math": MathTask, "table": TableTask}
-_FIELDS = {k: tuple(f.name for f in dataclasses.fields(c)) for k, c in _KINDS.items()}
+
+def task_to_dict(task: Any) -> dict:
+    """A JSON-ready dict of a task of a registered domain (:mod:`cocoda_jax.data.domain`): the
+    domain's record plus ``"kind"``, its task kind. TypeError for a task no domain owns."""
+    domain = domain_of(task)
+    record = domain.task_to_dict(task)
+    if "kind" in record:
+        raise ValueError(f"the {domain.name} domain's task record uses the reserved key 'kind'")
+    return {**record, "kind": domain.kind}
 
 
-def _tuplify(v: Any) -> Any:
-    return tuple(_tuplify(x) for x in v) if isinstance(v, list) else v
-
-
-def task_to_dict(task: MathTask | TableTask) -> dict:
-    """A JSON-ready dict of a task of an embedded domain (tuples become lists)."""
-    for kind, cls in _KINDS.items():
-        if type(task) is cls:
-            return {"kind": kind, **{f: getattr(task, f) for f in _FIELDS[kind]}}
-    raise TypeError(f"only MathTask and TableTask records are serialised here, got {type(task).__name__}")
-
-
-def task_from_dict(d: Any, where: str = "task") -> MathTask | TableTask:
-    """Inverse of :func:`task_to_dict`; a malformed record raises :class:`RodsStateError` at ``where``.
-
-    Structural fields (``skeleton``, ``motifs``, the pairs of ``inputs``/``intermediates``) become
-    tuples again; values (a table, a column) stay as JSON gives them, which is how the domains make them.
-    """
-    kind = d.get("kind") if isinstance(d, dict) else None
-    if kind not in _KINDS:
-        raise RodsStateError(where, f"not a task record (kind {kind!r})")
-    missing = [f for f in _FIELDS[kind] if f not in d]
-    if missing:
-        raise RodsStateError(where, f"missing fields {missing}")
+def task_from_dict(d: Any, where: str = "task") -> Any:
+    """Inverse of :func:`task_to_dict` through the domain of the record's ``kind`` (``"math"``,
+    ``"table"``, ...); a malformed record raises :class:`RodsStateError` at ``where``. The gold
+    program must be straight-line calls (:func:`call_graph`)."""
     try:
-        fields = {f: d[f] for f in _FIELDS[kind]}
-        fields["skeleton"] = _tuplify(fields["skeleton"])
-        fields["motifs"] = tuple(fields["motifs"])
-        fields["intermediates"] = tuple((str(n), v) for n, v in fields["intermediates"])
-        if kind == "math":
-            fields["inputs"] = tuple((str(n), v) for n, v in fields["inputs"])
-        task = _KINDS[kind](**fields)
+        domain = domain_of_kind(d.get("kind") if isinstance(d, dict) else None)
+    except UnknownDomainError as exc:
+        raise RodsStateError(where, f"not a task record ({exc})") from None
+    try:
+        task = domain.task_from_dict(d)
         call_graph(task.program)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, KeyError) as exc:
         raise RodsStateError(where, f"malformed task: {exc}") from None
     return task
 
