@@ -12,6 +12,7 @@ A run directory holds::
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from cocoda_jax import checkpoint as ckpt
-from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.data import domain as D
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
 from cocoda_jax.rl import grpo as G
@@ -32,7 +33,10 @@ from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rl.update import OptimConfig
 
-DOMAINS = ("synthetic_math", "bfcl_multi_turn")
+#: Third-party domains, registered when their module is imported (on first use of their name).
+THIRD_PARTY_DOMAINS = {"bfcl_multi_turn": "third_party.benchmarks.bfcl_domain"}
+#: The domains a config can name out of the box (more register themselves, see cocoda_jax.data.domain).
+DOMAINS = (*D.BUILTIN_NAMES, *THIRD_PARTY_DOMAINS)
 BENCHMARK_DOMAINS = ("gsm8k", "math")
 
 
@@ -73,7 +77,8 @@ class Domain:
     ``categories``: a benchmark domain's task -> category function (``None``: one category), so
     reports give accuracy per category as the benchmark does. ``barrier_tools``: for a stateful
     domain (tools act on an environment), the tools no composite may contain (``None``: a pure
-    domain, mined by dataflow)."""
+    domain, mined by dataflow). ``spec``: the registered :class:`cocoda_jax.data.domain.TaskDomain`
+    it was built by (its verifier, RODS generator, task records)."""
 
     name: str
     train: tuple[Any, ...]
@@ -82,6 +87,7 @@ class Domain:
     library: Any
     categories: Any = None
     barrier_tools: tuple[str, ...] | None = None
+    spec: Any = None
 
 
 def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str, dict[str, float]] | None:
@@ -103,74 +109,67 @@ def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str
     return out
 
 
+def domain_spec(name: str) -> D.TaskDomain:
+    """The registered domain ``name`` (a third-party one imported first, a config's
+    ``domain.module`` too); the benchmark domains and unknown names are a :class:`ConfigError`."""
+    if name in BENCHMARK_DOMAINS:
+        raise ConfigError(
+            f"config.domain.name {name!r}: the benchmark loaders (third_party.benchmarks) read its files, but "
+            "the co-evolution launcher cannot run it yet: stage 1 needs teacher trajectories in the action "
+            "format (gold programs), which the embedded domains generate and GSM8K/MATH do not provide")
+    if name in THIRD_PARTY_DOMAINS and name not in D.domain_names():
+        try:
+            importlib.import_module(THIRD_PARTY_DOMAINS[name])
+        except ModuleNotFoundError as e:
+            raise ConfigError(f"config.domain.name {name!r}: {e}") from e
+    try:
+        return D.get_domain(name)
+    except D.UnknownDomainError:
+        raise ConfigError(f"config.domain.name {name!r} is not a registered domain; registered: "
+                          f"{sorted(set(D.domain_names()) | set(THIRD_PARTY_DOMAINS))}") from None
+
+
+def _import_domain_module(config: ml_collections.ConfigDict) -> None:
+    """``config.domain.module`` (optional): a module that registers the config's domain on import."""
+    module = config.domain.get("module", "")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"config.domain.module {module!r}: {e}") from e
+
+
 def sandbox_for(config: ml_collections.ConfigDict) -> Sandbox:
     """The run's sandbox (not started): a stateful domain's workers load its environment plugin."""
-    environment = None
-    if config.domain.name == "bfcl_multi_turn":
-        from third_party.benchmarks.bfcl_domain import plugin
-        try:
-            environment = plugin()
-        except ModuleNotFoundError as e:
-            raise ConfigError(f"config.domain.name 'bfcl_multi_turn': {e}") from e
+    _import_domain_module(config)
+    spec = domain_spec(config.domain.name)
+    try:
+        environment = spec.environment_plugin()
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"config.domain.name {config.domain.name!r}: {e}") from e
     return Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s, environment=environment)
 
 
-def build_bfcl_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
-    """BFCL v4 multi-turn conversations (third_party.benchmarks.bfcl_domain): the package's data split
-    by scenario, every gold replayed through the sandbox and BFCL's checker before training."""
-    from third_party.benchmarks import bfcl_domain
-    d = config.domain
-    categories = tuple(c.strip() for c in str(d.categories).split(",") if c.strip())
-    unknown = [c for c in categories if c not in bfcl_domain.MULTI_TURN]
-    if not categories or unknown:
-        raise ConfigError(f"config.domain.categories must name multi-turn categories of {bfcl_domain.MULTI_TURN}, "
-                          f"got {d.categories!r}")
-    library = bfcl_domain.primitive_library()
-    splits = bfcl_domain.build_domain(categories, library, sandbox, seed=int(d.seed), n_train=int(d.n_train),
-                                      n_val=int(d.n_val), n_test=int(d.n_test))
-    if splits.dropped:
-        from absl import logging
-        logging.warning("BFCL: %d entries left out, their ground truth does not replay: %s", len(splits.dropped),
-                        splits.dropped)
-    return Domain(d.name, splits.train, splits.val, splits.test, library, categories=lambda t: t.category,
-                  barrier_tools=("end_turn",))
-
-
 def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
-    """The embedded synthetic-math domain. ``heldout="instances"``: validation and test are unseen
-    task instances in the training wording (indices far past the training ones); ``"wording"``:
-    the generator's held-out splits (new templates and entities), much harder for a small planner."""
-    d = config.domain
-    if d.name in BENCHMARK_DOMAINS:
-        raise ConfigError(
-            f"config.domain.name {d.name!r}: the benchmark loaders (third_party.benchmarks) read its files, but "
-            "the co-evolution launcher cannot run it yet: stage 1 needs teacher trajectories in the action "
-            "format (gold programs), which the embedded domains generate and GSM8K/MATH do not provide")
-    if d.name not in DOMAINS:
-        raise ConfigError(f"config.domain.name {d.name!r} is not one of {DOMAINS}")
-    if d.name == "bfcl_multi_turn":
-        return build_bfcl_domain(config, sandbox)
-    if d.heldout not in ("instances", "wording"):
-        raise ConfigError(f"config.domain.heldout must be 'instances' or 'wording', got {d.heldout!r}")
-    grow_to = int(d.get("grow_library_to", 0))  # 0: the primitives alone; N: N tools with distractors
-    if grow_to < 0:
-        raise ConfigError(f"config.domain.grow_library_to must be >= 0, got {grow_to}")
-    md = d.max_depth or None
-    train = sm.generate(d.n_train, seed=d.seed, split="train", max_depth=md)
-    if d.heldout == "instances":
-        val = sm.generate(d.n_val, seed=d.seed, split="train", start=1_000_000, max_depth=md)
-        test = sm.generate(d.n_test, seed=d.seed, split="train", start=2_000_000, max_depth=md)
-    else:
-        val = sm.generate(d.n_val, seed=d.seed, split="validation", max_depth=md)
-        test = sm.generate(d.n_test, seed=d.seed, split="test", max_depth=md)
-    library = sm.primitive_library(sandbox)
-    if grow_to:
-        from cocoda_jax.retrieval.synthetic_library import with_distractors
-        try:
-            library = with_distractors(library, grow_to, seed=int(d.seed))
-        except ValueError as e:
-            raise ConfigError(f"config.domain.grow_library_to: {e}") from e
-    return Domain(d.name, tuple(train), tuple(val), tuple(test), library)
+    """The registered domain named by ``config.domain.name``, built from the ``config.domain``
+    section and ``sandbox`` (each domain's class lists its keys: ``synthetic_math.SyntheticMath``,
+    ``tables.Tables``, ``third_party.benchmarks.bfcl_domain.BfclMultiTurn``)."""
+    _import_domain_module(config)
+    return _build(domain_spec(config.domain.name), config, sandbox)
+
+
+def build_bfcl_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+    """BFCL v4 multi-turn conversations (:class:`third_party.benchmarks.bfcl_domain.BfclMultiTurn`)."""
+    return _build(domain_spec("bfcl_multi_turn"), config, sandbox)
+
+
+def _build(spec: D.TaskDomain, config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+    try:
+        splits = spec.build(config.domain, sandbox)
+    except D.DomainConfigError as e:
+        raise ConfigError(str(e)) from e
+    return Domain(config.domain.name, tuple(splits.train), tuple(splits.val), tuple(splits.test), splits.library,
+                  categories=spec.categories, barrier_tools=spec.barrier_tools, spec=spec)
 
 
 def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
@@ -377,7 +376,8 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "check_resume_config", "config_diff", "build_bfcl_domain", "build_domain", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
+    "ConfigError", "DOMAINS", "Domain", "check_resume_config", "config_diff", "build_bfcl_domain", "build_domain",
+    "domain_spec", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
     "retrieval_summary", "reward_config", "rollout_config",
     "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",
