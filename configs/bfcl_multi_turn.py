@@ -21,7 +21,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.domain = ml_collections.ConfigDict(dict(
         name="bfcl_multi_turn", seed=0,
         categories="multi_turn_base,multi_turn_miss_func,multi_turn_miss_param,multi_turn_long_context",
-        n_train=0, n_val=32, n_test=0))
+        n_train=0, n_val=32, n_test=0, module=""))
     c.model.vocab_size = 2048
     c.rollout.update(dict(max_steps=20, max_len=1024, max_new_tokens=40, length_multiple=256, timeout_s=20.0))
     c.retrieval.update(dict(k=12, l2_shortlist=16, l2_keep=24))

@@ -13,11 +13,12 @@ def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0
 
-    # The domain. heldout="instances": validation/test are unseen instances in the training wording;
+    # The domain (module: a module to import first, so a domain defined outside this package can register
+    # itself; see docs/domains.md). heldout="instances": validation/test are unseen instances in the training wording;
     # "wording": the generator's held-out templates and entities (a much harder transfer test).
     c.domain = ml_collections.ConfigDict(dict(
         name="synthetic_math", seed=0, max_depth=2, n_train=2000, n_val=128, n_test=128, heldout="instances",
-        data_dir="", grow_library_to=0))
+        data_dir="", grow_library_to=0, module=""))
 
     # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
     # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).

@@ -18,7 +18,7 @@ def get_config(mesh: str = "node8") -> ml_collections.ConfigDict:
     c.domain = ml_collections.ConfigDict(dict(
         name="bfcl_multi_turn", seed=0,
         categories="multi_turn_base,multi_turn_miss_func,multi_turn_miss_param,multi_turn_long_context",
-        n_train=0, n_val=0, n_test=0))
+        n_train=0, n_val=0, n_test=0, module=""))
     c.rollout.update(dict(max_steps=24, max_len=8192, max_new_tokens=96, temperature=1.0, timeout_s=30.0))
     c.retrieval.update(dict(card_style="compact", k=16, l2_shortlist=24, l2_keep=32))
     c.sft.update(dict(steps=600, batch_size=32, n_demos=100_000))
