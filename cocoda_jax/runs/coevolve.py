@@ -10,6 +10,11 @@ demonstrations. Stage 3: rounds of
        (only when a composite was inserted: the planner must learn to call it)
     -> evaluate on the validation split -> accept the (planner, library) pair or keep the incumbent
 
+one function per arrow group, each returning what the next one reads: :func:`grpo_phase`,
+:func:`mine_and_validate`, :func:`refactor_and_refresh`, :func:`decide`, :func:`record`; the
+round loop (``_rounds``) threads the run's :class:`~cocoda_jax.runs.progress.RunProgress`, library
+and train state through them and writes the checkpoint.
+
 ``frozen_library`` (the baseline): no warm library, no mining, hence no refresh: the same GRPO
 steps on the same tasks with the primitives only.
 
@@ -22,31 +27,40 @@ seed, the round and the iteration; the validation rewrite and INSERTTOOL are det
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ml_collections
 import numpy as np
 
-from cocoda_jax.coevolve import acceptance as A
-from cocoda_jax.coevolve.abstractor import AbstractorConfig, SymbolicAbstractor
-from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json, pattern_to_json
+from cocoda_jax.coevolve import acceptance
+from cocoda_jax.coevolve.abstractor import AbstractorConfig, Candidate, SymbolicAbstractor
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
-from cocoda_jax.coevolve.traces import gold_trace, trace_from_trajectory
+from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json, pattern_to_json
+from cocoda_jax.coevolve.traces import Trace, gold_trace, trace_from_trajectory
 from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
+from cocoda_jax.execution import Sandbox
+from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.report import MetricsWriter, write_html_report
-from cocoda_jax.report import coevolution as REP
-from cocoda_jax.rl import loop as L
-from cocoda_jax.rl import trajectory as T
+from cocoda_jax.report.coevolution import (ROUND_KEYS, build_report, draw_library, library_summary,
+                                           plot_coevolution, retrieval_tokens_per_query, write_report)
+from cocoda_jax.rl import loop, trajectory
+from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards
+from cocoda_jax.rl.rewards import RewardBreakdown, RewardConfig
+from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.rods.tracker import SIGNALS, tracking_reward
-from cocoda_jax.runs import common as C
+from cocoda_jax.runs import common
+from cocoda_jax.runs.progress import IncumbentRecord, Outcome, RunProgress, outcome_of
+
+ProgramPairs = tuple[tuple[str, str], ...]  # stored demonstrations: (task id, program)
+
 
 def _bar(total: int, initial: int, desc: str, enabled: bool):
     from tqdm import tqdm
@@ -99,388 +113,581 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The run
+# What a run builds once
 # ------------------------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """The config's sections as typed objects, checked before anything is built."""
+
+    rollout: loop.RolloutConfig
+    reward: RewardConfig
+    retrieval: RetrievalConfig
+    rods: RodsConfig | None  # None: no curriculum (a static task pool)
+    abstractor_config: AbstractorConfig
+    acceptance_config: acceptance.AcceptanceConfig
+    rods_signal: str
+
+    @classmethod
+    def of(cls, config: ml_collections.ConfigDict) -> _Settings:
+        rollout = common.rollout_config(config)
+        reward = common.reward_config(config)
+        retrieval = common.retrieval_config(config)
+        rods = common.section(config.rods, "thresholds", RodsConfig) if config.rods.enabled else None
+        abstractor_config = common.section(config.coevolve, "abstractor", AbstractorConfig)
+        acceptance_config = common.section(config.coevolve, "acceptance", acceptance.AcceptanceConfig)
+        signal = str(config.rods.get("signal", "reward"))
+        if signal not in SIGNALS:
+            raise common.ConfigError(f"config.rods.signal must be one of {SIGNALS}, got {signal!r}")
+        return cls(rollout, reward, retrieval, rods, abstractor_config, acceptance_config, signal)
+
+
 @dataclasses.dataclass
-class _Ctx:
-    """What one run builds once and every stage reads (never checkpointed: rebuilt on resume)."""
+class _RunContext:
+    """What one run builds once and every stage reads (never checkpointed: rebuilt on resume).
+    Mutable only in its caches: ``tasks_by_id`` also learns the curriculum's generated tasks."""
 
     config: ml_collections.ConfigDict
+    settings: _Settings
     workdir: Path
-    sandbox: Any
-    domain: C.Domain
-    rc: L.RolloutConfig
-    retrieval: RetrievalConfig
-    rw: Any
-    tok: Any
-    sft_l: Any
-    grpo_l: Any
-    refresh_l: Any
-    tasks_by_id: dict
-    primitive_names: frozenset
-    frozen: bool
-    progress: bool
-    rods_signal: Any = None
+    sandbox: Sandbox
+    domain: common.Domain
+    tokenizer: Tokenizer
+    sft_learner: Learner
+    grpo_learner: Learner
+    refresh_learner: Learner
+    tasks_by_id: dict[str, Any]
+    primitive_names: frozenset[str]
+    frozen_library: bool
+    show_progress: bool
     cards_cache: dict = dataclasses.field(default_factory=dict)
 
+    @property
+    def seed(self) -> int:
+        return int(self.config.seed)
 
-def _cards(ctx: _Ctx, snapshot: Any, programs: Any) -> PromptCards:
+    @property
+    def with_reference(self) -> bool:
+        """GRPO has a KL term, hence a frozen reference planner (checkpointed with the state)."""
+        return self.grpo_learner.config.grpo.beta > 0
+
+    def rods_signal(self, t: trajectory.Trajectory, breakdown: RewardBreakdown) -> float:
+        """The value RODS tracks for one rollout (the embedded domains record every gold value)."""
+        return tracking_reward(t, True, self.settings.rods_signal, breakdown.total)
+
+    def task(self, task_id: str) -> Any:
+        return self.tasks_by_id[task_id]
+
+
+def _context(config: ml_collections.ConfigDict, settings: _Settings, workdir: Path, sandbox: Sandbox,
+             show_progress: bool) -> _RunContext:
+    """The domain, the tokenizer (trained on the gold demonstrations, or reused), the planner and
+    its three learners."""
+    domain = common.build_domain(config, sandbox)
+    cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
+    texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.train)
+    tokenizer = common.tokenizer_for(workdir, texts, config.model.vocab_size, config.model.hf_checkpoint)
+    mesh = common.mesh_of(config)
+    model = common.build_planner(config, tokenizer.vocab_size, mesh)
+    return _RunContext(
+        config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, tokenizer=tokenizer,
+        sft_learner=common.sft_learner(model, config, mesh), grpo_learner=common.grpo_learner(model, config, mesh),
+        refresh_learner=common.refresh_learner(model, config, mesh),
+        tasks_by_id={str(t.id): t for t in (*domain.train, *domain.val, *domain.test)},
+        primitive_names=frozenset(domain.library.names()), frozen_library=bool(config.coevolve.frozen_library),
+        show_progress=show_progress)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaskSource:
+    """Where GRPO's tasks come from: the RODS curriculum, or (``curriculum=None``) a static draw
+    from the seed tasks."""
+
+    seeds: tuple[Any, ...]
+    curriculum: Curriculum | None
+
+    @classmethod
+    def of(cls, ctx: _RunContext, library: LibrarySnapshot) -> _TaskSource:
+        config = ctx.config
+        seeds = tuple(ctx.domain.train[:int(config.rods.n_seeds)])
+        if ctx.settings.rods is None:
+            return cls(seeds, None)
+        return cls(seeds, Curriculum(seeds, ctx.settings.rods, ctx.workdir, run_seed=ctx.seed, library=library,
+                                     sandbox=ctx.sandbox, background=bool(config.rods.background)))
+
+    def sample(self, ctx: _RunContext, iteration: int) -> list[Any]:
+        """GRPO iteration ``iteration``'s tasks (registered in ``ctx.tasks_by_id``)."""
+        n = int(ctx.config.grpo.tasks_per_iteration)
+        if self.curriculum is not None:
+            tasks = list(self.curriculum.sample(n, seed=ctx.seed * 100_003 + iteration))
+        else:
+            tasks = loop.sample_tasks(self.seeds, n, ctx.seed, iteration, stream=11)
+        for t in tasks:
+            ctx.tasks_by_id.setdefault(str(t.id), t)
+        return tasks
+
+    def observe(self, ctx: _RunContext, iteration: loop.Iteration) -> None:
+        if self.curriculum is not None:
+            self.curriculum.observe(dict(iteration.group_rewards(ctx.rods_signal)))
+
+    def end_epoch(self, library: LibrarySnapshot) -> dict[str, Any] | None:
+        """The curriculum's epoch summary, the round's ``library`` handed on (``None``: no curriculum)."""
+        if self.curriculum is None:
+            return None
+        self.curriculum.set_library(library)
+        return self.curriculum.end_epoch()
+
+    def close(self) -> None:
+        if self.curriculum is not None:
+            self.curriculum.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Prompts, evaluations, demonstrations
+# ------------------------------------------------------------------------------------------------
+
+
+def _cards(ctx: _RunContext, snapshot: LibrarySnapshot, programs: Any) -> PromptCards:
     """The prompts' candidate sets over ``snapshot`` with the usage evidence of the stored
     ``programs`` (memoised per pair: a library and its refactored demonstrations go together)."""
     programs = tuple(tuple(p) for p in programs)
     key = (id(snapshot), hash(programs))
     hit = ctx.cards_cache.get(key)
     if hit is None or hit[0] is not snapshot:
-        questions = {i: ctx.tasks_by_id[i].question for i, _ in programs}
-        hit = (snapshot, C.prompt_cards(snapshot, ctx.retrieval, programs, questions))
+        questions = {i: ctx.task(i).question for i, _ in programs}
+        hit = (snapshot, common.prompt_cards(snapshot, ctx.settings.retrieval, programs, questions))
         while len(ctx.cards_cache) >= 2:  # a round needs at most the incumbent's and the candidate's
             ctx.cards_cache.pop(next(iter(ctx.cards_cache)))
         ctx.cards_cache[key] = hit
     return hit[1]
 
 
-def _evaluate(ctx: _Ctx, params_model: Any, snapshot: Any, tasks, cards: PromptCards) -> L.Evaluation:
-    return L.evaluate(params_model, ctx.tok, tasks, snapshot, ctx.sandbox, ctx.rc, cards=cards, reward_config=ctx.rw,
-                      seed=int(ctx.config.seed))
+def _evaluate(ctx: _RunContext, state: TrainState, snapshot: LibrarySnapshot, tasks: Sequence[Any],
+              cards: PromptCards) -> loop.Evaluation:
+    """Greedy rollouts of the GRPO learner's planner with ``state``'s params."""
+    return loop.evaluate(ctx.grpo_learner.model(state), ctx.tokenizer, tasks, snapshot, ctx.sandbox,
+                         ctx.settings.rollout, cards=cards, reward_config=ctx.settings.reward, seed=ctx.seed)
 
 
-def _round_record(ctx: _Ctx, r: int, decision: Any, snapshot: Any, ev: L.Evaluation, train_acc: float | None,
-                  inserted: list[str], wall_s: float, previous: dict | None = None,
-                  previous_library: Any = None) -> dict[str, Any]:
+def _trace(ctx: _RunContext, played: trajectory.Trajectory, library: LibrarySnapshot) -> Trace:
+    task = ctx.task(played.task_id)
+    return trace_from_trajectory(played, library, task.inputs, getattr(task, "environment", None))
+
+
+def _demo_trajectories(ctx: _RunContext, programs: Sequence[tuple[str, str]], snapshot: LibrarySnapshot,
+                       cards: PromptCards) -> list[trajectory.Trajectory]:
+    """Stored (task id, program) pairs played in the sandbox over ``snapshot`` under the prompts
+    ``cards`` give; the correct ones."""
+    if not programs:
+        return []
+    tasks = [ctx.task(i) for i, _ in programs]
+    played = play_programs(tasks, [p for _, p in programs], snapshot, ctx.sandbox, cards=cards)
+    return [t for t in played if t.correct]
+
+
+def _sft_demos(ctx: _RunContext, programs: Sequence[tuple[str, str]], snapshot: LibrarySnapshot,
+               usage_programs: Any = None) -> list[trajectory.TokenizedEpisode]:
+    """SFT records of ``programs`` over ``snapshot``; the prompts' usage evidence is
+    ``usage_programs`` (default: ``programs``), the library's whole stored demonstration set."""
+    cards = _cards(ctx, snapshot, programs if usage_programs is None else usage_programs)
+    played = _demo_trajectories(ctx, programs, snapshot, cards)
+    return loop.demonstration_records([t.segments() for t in played], ctx.tokenizer, ctx.settings.rollout)
+
+
+def _abstractor(ctx: _RunContext, excluded: frozenset) -> Any:
+    """The teacher-abstractor of this domain: dataflow motifs, or runs of stateful calls when the
+    tasks act on an environment (their calls share state, not values; see coevolve/sequences.py)."""
+    config = ctx.settings.abstractor_config
+    if ctx.domain.barrier_tools is not None:
+        return SequenceAbstractor(config, excluded, frozenset(ctx.domain.barrier_tools))
+    return SymbolicAbstractor(config, excluded)
+
+
+# ------------------------------------------------------------------------------------------------
+# Round records
+# ------------------------------------------------------------------------------------------------
+
+
+_KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses")
+
+
+def _library_fields(snapshot: LibrarySnapshot) -> dict[str, int]:
+    """The round record's library fields, from the report module's summary."""
+    lib = library_summary(snapshot)
+    return {"library_size": lib["size"], "primitives": lib["primitives"], "composites": lib["composites"],
+            "max_depth": lib["max_depth"]}
+
+
+def _round_record(ctx: _RunContext, r: int, outcome: Outcome, reason: str, snapshot: LibrarySnapshot,
+                  ev: loop.Evaluation, train_acc: float | None, inserted: list[str], wall_s: float,
+                  previous: dict | None = None, previous_library: LibrarySnapshot | None = None) -> dict[str, Any]:
     """``previous``/``previous_library``: the last record and its library; the retrieval cost is
     measured again only when the library changed (an index build per round otherwise)."""
     if previous is not None and previous_library is snapshot:
         tokens = previous["retrieval_tokens_per_query"]
     else:
         questions = [t.question for t in ctx.domain.val[:int(ctx.config.report.retrieval_queries)]]
-        tokens = REP.retrieval_tokens_per_query(snapshot, questions, k=int(ctx.config.report.retrieval_k)) \
+        tokens = retrieval_tokens_per_query(snapshot, questions, k=int(ctx.config.report.retrieval_k)) \
             if questions else None
-    return {"round": r, "outcome": decision.outcome if decision else "initial",
-            "reason": decision.reason if decision else "the SFT planner with the warm library",
+    return {"round": r, "outcome": outcome.value, "reason": reason,
             **_library_fields(snapshot), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
             "train_accuracy": train_acc, "tool_calls_per_solved": ev.calls_per_solved,
             "composite_share": ev.composite_share, "retrieval_tokens_per_query": tokens, "inserted": inserted,
             "composite_uses": ev.composite_uses, "wall_s": wall_s}
 
 
-def _library_fields(snapshot: Any) -> dict[str, int]:
-    """The round record's library fields, from the report module's summary."""
-    lib = REP.library_summary(snapshot)
-    return {"library_size": lib["size"], "primitives": lib["primitives"], "composites": lib["composites"],
-            "max_depth": lib["max_depth"]}
+def _round_scalars(record: dict[str, Any], outcome: Outcome, rods_metrics: dict | None) -> dict[str, float]:
+    """What the metrics file logs at the end of a round."""
+    scalars = {"val/accuracy": record["val_accuracy"], "library/size": record["library_size"],
+               "library/max_depth": record["max_depth"], "val/composite_share": record["composite_share"],
+               "round/accepted": float(outcome.keeps_new_planner)}
+    if record["tool_calls_per_solved"] is not None:
+        scalars["val/calls_per_solved"] = record["tool_calls_per_solved"]
+    if rods_metrics is not None:
+        scalars.update(rods_scalars(rods_metrics))
+    return scalars
 
 
-def _demo_trajectories(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any, cards: PromptCards) -> list[Any]:
-    """Stored (task id, program) pairs played in the sandbox over ``snapshot`` under the prompts
-    ``cards`` give; the correct ones."""
-    if not programs:
-        return []
-    tasks = [ctx.tasks_by_id[i] for i, _ in programs]
-    played = play_programs(tasks, [p for _, p in programs], snapshot, ctx.sandbox, cards=cards)
-    return [t for t in played if t.correct]
+def _save(ctx: _RunContext, progress: RunProgress, library: LibrarySnapshot, state: TrainState, ref: Any) -> None:
+    """The checkpoint of ``progress.global_step`` and the round's library JSON."""
+    payloads = {"progress": progress.to_json(), "library": library}
+    if ctx.config.rods.enabled:
+        payloads["rods_files"] = read_tree(ctx.workdir / "rods")
+    common.save_checkpoint(ctx.workdir, progress.global_step, state, payloads, ctx.config, ref,
+                           keep=int(ctx.config.checkpoint.keep))
+    lib_dir = ctx.workdir / "library"
+    lib_dir.mkdir(exist_ok=True)
+    (lib_dir / f"round_{progress.round:03d}.json").write_text(library.to_json())
 
 
-def _sft_demos(ctx: _Ctx, programs: list[tuple[str, str]], snapshot: Any, usage_programs: Any = None) -> list[Any]:
-    """SFT records of ``programs`` over ``snapshot``; the prompts' usage evidence is
-    ``usage_programs`` (default: ``programs``), the library's whole stored demonstration set."""
-    cards = _cards(ctx, snapshot, programs if usage_programs is None else usage_programs)
-    played = _demo_trajectories(ctx, programs, snapshot, cards)
-    return L.demonstration_records([t.segments() for t in played], ctx.tok, ctx.rc)
+# ------------------------------------------------------------------------------------------------
+# The run
+# ------------------------------------------------------------------------------------------------
 
 
 def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: bool = True,
         stop_after_round: int | None = None, allow_config_change: bool = False) -> dict[str, Any]:
     """Runs or resumes the co-evolution job; returns ``report.json``'s content (also written, with
     the plots, the DAG drawing and a library JSON per round, under ``workdir``). Resuming with a
-    config other than the checkpoint's is a ConfigError unless ``allow_config_change``."""
-    C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
-              "checkpoint", "warm", "coevolve", "rods", "report", "retrieval")
+    config other than the checkpoint's is a ConfigError unless ``allow_config_change``.
+    ``progress``: show progress bars; ``stop_after_round``: return after that round's checkpoint."""
+    common.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
+                   "checkpoint", "warm", "coevolve", "rods", "report", "retrieval")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    C.maybe_initialize_distributed(config)
+    common.maybe_initialize_distributed(config)
     t_process = time.perf_counter()
-    rc, rw, rcfg = C.rollout_config(config), C.reward_config(config), C.retrieval_config(config)
-    rods_cfg = C.section(config.rods, "thresholds", RodsConfig) if config.rods.enabled else None
-    abs_cfg = C.section(config.coevolve, "abstractor", AbstractorConfig)
-    acc_cfg = C.section(config.coevolve, "acceptance", A.AcceptanceConfig)
-    frozen = bool(config.coevolve.frozen_library)
-    seed = int(config.seed)
-    signal = str(config.rods.get("signal", "reward"))
-    if signal not in SIGNALS:
-        raise C.ConfigError(f"config.rods.signal must be one of {SIGNALS}, got {signal!r}")
-    has_gold = True  # the embedded domains record every gold intermediate value
-
-    def rods_signal(t, b):
-        return tracking_reward(t, has_gold, signal, b.total)
-
-    with C.sandbox_for(config) as sandbox:
-        domain = C.build_domain(config, sandbox)
-        primitives = domain.library
-        prim_names = frozenset(primitives.names())
-        tasks_by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
-        sft_tasks = domain.train[:int(config.sft.n_demos)]
-        cards = all_cards(primitives, rcfg.card_style)  # the texts are rendered only if a BPE is trained
-        tok = C.tokenizer_for(workdir, (T.segments_text(T.demonstration_segments(t, cards)) for t in domain.train),
-                              config.model.vocab_size, config.model.hf_checkpoint)
-        mesh = C.mesh_of(config)
-        model = C.build_planner(config, tok.vocab_size, mesh)
-        ctx = _Ctx(config, workdir, sandbox, domain, rc, rcfg, rw, tok, C.sft_learner(model, config, mesh),
-                   C.grpo_learner(model, config, mesh), C.refresh_learner(model, config, mesh), tasks_by_id,
-                   prim_names, frozen, progress, rods_signal)
-        with_ref = ctx.grpo_l.config.grpo.beta > 0
-
-        latest = C.latest_checkpoint(workdir)
-        C.check_resume_config(latest, config, allow_config_change)
+    settings = _Settings.of(config)
+    with common.sandbox_for(config) as sandbox:
+        ctx = _context(config, settings, workdir, sandbox, progress)
+        latest = common.latest_checkpoint(workdir)
+        common.check_resume_config(latest, config, allow_config_change)
         writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
         if latest is None:
-            prog, library, state, ref = _stages_1_and_2(ctx, sft_tasks, primitives, abs_cfg, writer)
-            _save(ctx, prog, library, state, ref)
+            run_progress, library, state, ref = _stages_1_and_2(ctx, writer)
+            _save(ctx, run_progress, library, state, ref)
         else:
-            prog = dict(latest.payloads["progress"])
-            library = latest.payloads["library"]
-            state, ref = C.restore_state(workdir, ctx.grpo_l, latest.step, with_ref)
-            if "rods_files" in latest.payloads and config.rods.enabled:
-                write_tree(workdir / "rods", latest.payloads["rods_files"])
-
-        curriculum = None
-        seeds = domain.train[:int(config.rods.n_seeds)]
-        if config.rods.enabled:
-            curriculum = Curriculum(seeds, rods_cfg, workdir, run_seed=seed, library=library, sandbox=sandbox,
-                                    background=bool(config.rods.background))
+            run_progress, library, state, ref = _resume(ctx, latest)
+        tasks = _TaskSource.of(ctx, library)
         try:
-            state, library = _rounds(ctx, prog, library, state, ref, writer, curriculum, seeds, abs_cfg, acc_cfg,
-                                     stop_after_round)
+            run_progress, library, state = _rounds(ctx, run_progress, library, state, ref, writer, tasks,
+                                                   stop_after_round)
         finally:
-            if curriculum is not None:
-                curriculum.close()
+            tasks.close()
             writer.close()
-        if stop_after_round is not None and int(prog["round"]) < int(config.coevolve.rounds):
-            return {"stopped_after_round": int(prog["round"])}
-        return _finish(ctx, prog, state, library, t_process)
+        if stop_after_round is not None and run_progress.round < int(config.coevolve.rounds):
+            return {"stopped_after_round": run_progress.round}
+        return _finish(ctx, run_progress, state, library, t_process)
 
 
-def _abstractor(ctx: _Ctx, config: AbstractorConfig, excluded: frozenset) -> Any:
-    """The teacher-abstractor of this domain: dataflow motifs, or runs of stateful calls when the
-    tasks act on an environment (their calls share state, not values; see coevolve/sequences.py)."""
-    if ctx.domain.barrier_tools is not None:
-        return SequenceAbstractor(config, excluded, frozenset(ctx.domain.barrier_tools))
-    return SymbolicAbstractor(config, excluded)
+def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot, TrainState, Any]:
+    """The newest checkpoint's progress, library, train state and reference; its RODS files back
+    in place."""
+    run_progress = RunProgress.from_json(latest.payloads["progress"])
+    library = latest.payloads["library"]
+    state, ref = common.restore_state(ctx.workdir, ctx.grpo_learner, latest.step, ctx.with_reference)
+    if "rods_files" in latest.payloads and ctx.config.rods.enabled:
+        write_tree(ctx.workdir / "rods", latest.payloads["rods_files"])
+    return run_progress, library, state, ref
 
 
-def _stages_1_and_2(ctx: _Ctx, sft_tasks, primitives, abs_cfg: AbstractorConfig, writer: MetricsWriter):
-    """Warm library (unless frozen), refactored demonstrations, SFT, the initial evaluation."""
-    cfg = ctx.config
-    t0 = time.perf_counter()
-    traces = [gold_trace(t) for t in sft_tasks]
-    if ctx.frozen:
-        library, demo_traces, warm_log = primitives, traces, []
-    else:
-        warm = warm_library(traces, primitives, ctx.sandbox, rounds=int(cfg.warm.rounds), config=abs_cfg,
-                            make_abstractor=lambda excluded: _abstractor(ctx, abs_cfg, excluded))
-        library, demo_traces = warm.snapshot, list(warm.traces)
-        warm_log = [o.to_record() for o in warm.rounds]
-    programs = [(tr.task_id, tr.program()) for tr in demo_traces]
-    demos = _sft_demos(ctx, programs, library)
-    warm_s = time.perf_counter() - t0
-    # SFT
-    state = ctx.sft_l.init_state()
-    steps = int(cfg.sft.steps)
-    bar = _bar(steps, 0, "stage 2: SFT", ctx.progress)
+# ------------------------------------------------------------------------------------------------
+# Stages 1 and 2
+# ------------------------------------------------------------------------------------------------
+
+
+def _warm_start(ctx: _RunContext) -> tuple[LibrarySnapshot, ProgramPairs, list[dict[str, Any]]]:
+    """Stage 1: the warm library folded from the gold demonstrations (the primitives when frozen),
+    the demonstrations' programs refactored to call it, and the abstraction rounds' log."""
+    traces = [gold_trace(t) for t in ctx.domain.train[:int(ctx.config.sft.n_demos)]]
+    if ctx.frozen_library:
+        return ctx.domain.library, tuple((tr.task_id, tr.program()) for tr in traces), []
+    warm = warm_library(traces, ctx.domain.library, ctx.sandbox, rounds=int(ctx.config.warm.rounds),
+                        config=ctx.settings.abstractor_config,
+                        make_abstractor=lambda excluded: _abstractor(ctx, excluded))
+    programs = tuple((tr.task_id, tr.program()) for tr in warm.traces)
+    return warm.snapshot, programs, [o.to_record() for o in warm.rounds]
+
+
+def _sft(ctx: _RunContext, demos: list[trajectory.TokenizedEpisode], writer: MetricsWriter) -> TrainState:
+    """Stage 2: ``config.sft.steps`` SFT steps on the demonstrations, each logged."""
+    steps = int(ctx.config.sft.steps)
+    bar = _bar(steps, 0, "stage 2: SFT", ctx.show_progress)
 
     def on_step(step, st, metrics):
         writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
 
-    state = L.sft_phase(ctx.sft_l, state, demos, steps=steps, batch_size=int(cfg.sft.batch_size),
-                        seed=int(cfg.seed), rc=ctx.rc, pad_id=ctx.tok.pad_id, on_step=on_step)
+    state = loop.sft_phase(ctx.sft_learner, ctx.sft_learner.init_state(), demos, steps=steps,
+                           batch_size=int(ctx.config.sft.batch_size), seed=ctx.seed, rc=ctx.settings.rollout,
+                           pad_id=ctx.tokenizer.pad_id, on_step=on_step)
     bar.close()
-    ev = _evaluate(ctx, ctx.sft_l.model(state), library, ctx.domain.val, _cards(ctx, library, programs))
-    grpo_state = ctx.grpo_l.state_from_params(state.params)
-    ref = C.frozen_copy(grpo_state.params) if ctx.grpo_l.config.grpo.beta > 0 else None
+    return state
+
+
+def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
+                    ) -> tuple[RunProgress, LibrarySnapshot, TrainState, Any]:
+    """Warm library (unless frozen), refactored demonstrations, SFT, the initial evaluation: round
+    0's progress, the library, the GRPO learner's state and the KL reference (``None`` without)."""
+    t0 = time.perf_counter()
+    library, programs, warm_log = _warm_start(ctx)
+    demos = _sft_demos(ctx, programs, library)
+    warm = {"rounds": warm_log, "seconds": time.perf_counter() - t0, "demos": len(demos)}
+    state = _sft(ctx, demos, writer)
+    ev = loop.evaluate(ctx.sft_learner.model(state), ctx.tokenizer, ctx.domain.val, library, ctx.sandbox,
+                       ctx.settings.rollout, cards=_cards(ctx, library, programs),
+                       reward_config=ctx.settings.reward, seed=ctx.seed)
+    grpo_state = ctx.grpo_learner.state_from_params(state.params)
+    ref = common.frozen_copy(grpo_state.params) if ctx.with_reference else None
+    steps = int(ctx.config.sft.steps)
     writer.write(steps, {"val/accuracy": ev.accuracy})
-    record = _round_record(ctx, 0, None, library, ev, None, sorted(set(library.names()) - ctx.primitive_names),
-                           time.perf_counter() - t0)
-    inc = A.initial("round-0", library, ev.accuracy, ev.used_tools)
-    prog = {"round": 0, "global_step": steps, "records": [record], "sft_accuracy": ev.accuracy,
-            "warm": {"rounds": warm_log, "seconds": warm_s, "demos": len(demos)},
-            "demo_programs": [list(p) for p in programs], "excluded": [],
-            "incumbent": {"round": 0, "val_reward": inc.val_reward, "best_reward": inc.best_reward,
-                          "used_tools": sorted(inc.used_tools)},
-            "decisions": [], "rods_metrics": []}
-    return prog, library, grpo_state, ref
+    record = _round_record(ctx, 0, Outcome.INITIAL, "the SFT planner with the warm library", library, ev, None,
+                           sorted(set(library.names()) - ctx.primitive_names), time.perf_counter() - t0)
+    incumbent = acceptance.initial("round-0", library, ev.accuracy, ev.used_tools)
+    run_progress = RunProgress(round=0, global_step=steps, sft_accuracy=ev.accuracy,
+                               incumbent=IncumbentRecord.of(incumbent), records=(record,), demo_programs=programs,
+                               warm=warm)
+    return run_progress, library, grpo_state, ref
 
 
-def _save(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any) -> None:
-    payloads = {"progress": prog, "library": library}
-    if ctx.config.rods.enabled:
-        payloads["rods_files"] = read_tree(ctx.workdir / "rods")
-    C.save_checkpoint(ctx.workdir, int(prog["global_step"]), state, payloads, ctx.config, ref,
-                      keep=int(ctx.config.checkpoint.keep))
-    lib_dir = ctx.workdir / "library"
-    lib_dir.mkdir(exist_ok=True)
-    (lib_dir / f"round_{int(prog['round']):03d}.json").write_text(library.to_json())
+# ------------------------------------------------------------------------------------------------
+# Stage 3: a round's steps
+# ------------------------------------------------------------------------------------------------
 
 
-def _rounds(ctx: _Ctx, prog: dict, library: Any, state: Any, ref: Any, writer: MetricsWriter, curriculum: Any,
-            seeds, abs_cfg: AbstractorConfig, acc_cfg: A.AcceptanceConfig, stop_after_round: int | None):
-    cfg = ctx.config
-    R, K = int(cfg.coevolve.rounds), int(cfg.grpo.iterations_per_round)
-    seed = int(cfg.seed)
-    inc_info = prog["incumbent"]
-    incumbent = A.Incumbent(int(inc_info["round"]), f"round-{inc_info['round']}", library,
-                            float(inc_info["val_reward"]), float(inc_info["best_reward"]),
-                            frozenset(inc_info["used_tools"]))
-    rounds_bar = _bar(R, int(prog["round"]), "stage 3: rounds", ctx.progress)
-    while int(prog["round"]) < R:
-        if stop_after_round is not None and int(prog["round"]) >= stop_after_round:
-            break
-        r = int(prog["round"]) + 1
+@dataclasses.dataclass(frozen=True)
+class GrpoRound:
+    """K GRPO iterations: the new state, the global step after them, each iteration's accuracy and
+    the successes to mine (the first correct rollout of each (task, program) whose reward reaches
+    ``coevolve.rho``, in order)."""
+
+    state: TrainState
+    step: int
+    accuracies: tuple[float, ...]
+    successes: tuple[trajectory.Trajectory, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Mined:
+    """A round's abstraction: the candidate library (the round's own when nothing was inserted),
+    the inserted tools and their candidates, the refused patterns so far (JSON) and the log."""
+
+    library: LibrarySnapshot
+    inserted: tuple[str, ...] = ()
+    accepted: tuple[Candidate, ...] = ()
+    excluded: tuple[Any, ...] = ()
+    log: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refactored:
+    """The stored demonstrations rewritten to call the inserted composites, and the state (and
+    global step) after the SFT refresh on them."""
+
+    programs: ProgramPairs
+    state: TrainState
+    step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The acceptance decision, the incumbent after it, and the evaluation the round record
+    reports: the accepted pair's, or (rejected) the refused proposal's."""
+
+    outcome: Outcome
+    decision: acceptance.Decision
+    incumbent: acceptance.Incumbent
+    evaluation: loop.Evaluation
+
+
+def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, cards: PromptCards,
+               state: TrainState, ref: Any, tasks: _TaskSource, writer: MetricsWriter) -> GrpoRound:
+    """Round ``r``'s ``grpo.iterations_per_round`` GRPO iterations from global step ``step``."""
+    config = ctx.config
+    per_round = int(config.grpo.iterations_per_round)
+    successes: dict[tuple[str, str], trajectory.Trajectory] = {}
+    accuracies = []
+    for k in range(per_round):
+        it = (r - 1) * per_round + k
+        state, metrics, iteration = loop.grpo_iteration(
+            ctx.grpo_learner, state, ctx.tokenizer, tasks.sample(ctx, it), library, ctx.sandbox,
+            group_size=int(config.grpo.group_size), rc=ctx.settings.rollout, cards=cards,
+            key=loop.iteration_key(ctx.seed, it), reward_config=ctx.settings.reward, ref_params=ref,
+            mask_uniform_groups=bool(config.grpo.mask_uniform_groups), ppo_epochs=int(config.grpo.ppo_epochs))
+        step += 1
+        writer.write(step, {**metrics, "round": r})
+        accuracies.append(metrics["accuracy"])
+        tasks.observe(ctx, iteration)
+        for t, b in zip(iteration.trajectories, iteration.breakdowns):
+            if t.correct and b.total >= float(config.coevolve.rho):
+                successes.setdefault((t.task_id, t.program), t)
+    return GrpoRound(state, step, tuple(accuracies), tuple(successes.values()))
+
+
+def mine_and_validate(ctx: _RunContext, r: int, library: LibrarySnapshot, excluded: tuple[Any, ...],
+                      successes: Sequence[trajectory.Trajectory]) -> Mined:
+    """Round ``r``'s abstraction over the successes: propose (never a pattern of ``excluded``),
+    validate, INSERTTOOL. Nothing when the library is frozen or nothing succeeded."""
+    if ctx.frozen_library or not successes:
+        return Mined(library, excluded=excluded)
+    abstractor = _abstractor(ctx, frozenset(pattern_from_json(p) for p in excluded))
+    outcome = abstraction_round([_trace(ctx, t, library) for t in successes], library, ctx.sandbox, abstractor,
+                                ValidationConfig(), r)
+    rejected = {rej.name for rej in outcome.result.rejections}
+    inserted = tuple(t.name for t in outcome.result.accepted)
+    return Mined(library=outcome.result.snapshot, inserted=inserted,
+                 accepted=tuple(c for c in outcome.candidates if c.name in set(inserted)),
+                 excluded=(*excluded, *(pattern_to_json(c.pattern) for c in outcome.candidates if c.name in rejected)),
+                 log=outcome.to_record())
+
+
+def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards,
+                         demo_programs: ProgramPairs, mined: Mined, trained: GrpoRound) -> Refactored:
+    """The stored demonstrations refactored with the inserted composites, then a short SFT refresh
+    on ``coevolve.refresh_demos`` of them over the candidate library (only when a composite was
+    inserted: the planner must learn to call it)."""
+    if not mined.accepted:
+        return Refactored(tuple(tuple(p) for p in demo_programs), trained.state, trained.step)
+    programs = []
+    for played in _demo_trajectories(ctx, demo_programs, library, cards):
+        tr = _trace(ctx, played, library)
+        for c in mined.accepted:
+            tr, _ = c.pattern.rewrite(tr, c.name, c.arg_order)
+        programs.append((tr.task_id, tr.program()))
+    refactored = Refactored(tuple(programs), trained.state, trained.step)
+    config = ctx.config
+    refresh = int(config.coevolve.refresh_sft_steps)
+    if refresh <= 0:
+        return refactored
+    rng = np.random.default_rng([ctx.seed, 13, r])
+    n = min(len(programs), int(config.coevolve.refresh_demos))
+    demos = _sft_demos(ctx, [programs[i] for i in rng.choice(len(programs), n, replace=False)], mined.library,
+                       usage_programs=programs)
+    if not demos:
+        return refactored
+    sft_state = loop.sft_phase(ctx.refresh_learner, ctx.refresh_learner.state_from_params(trained.state.params),
+                               demos, steps=refresh, batch_size=int(config.sft.batch_size), seed=ctx.seed * 1000 + r,
+                               rc=ctx.settings.rollout, pad_id=ctx.tokenizer.pad_id)
+    return dataclasses.replace(refactored, state=ctx.grpo_learner.state_from_params(sft_state.params),
+                               step=trained.step + refresh)
+
+
+def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: LibrarySnapshot,
+           cards: PromptCards, mined: Mined, refactored: Refactored) -> Verdict:
+    """The round's (planner, candidate library) evaluated on the validation split and weighed
+    against the incumbent; if refused and the library changed, the new planner alone with the
+    incumbent library is evaluated and weighed too (``accept_planner``)."""
+    candidate_cards = _cards(ctx, mined.library, refactored.programs) if mined.accepted else cards
+    ev = _evaluate(ctx, refactored.state, mined.library, ctx.domain.val, candidate_cards)
+    proposal = acceptance.Proposal(r, f"round-{r}", mined.library, ev.accuracy, ev.used_tools)
+    new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.acceptance_config)
+    if outcome_of(decision) is Outcome.REJECT and mined.library is not library:
+        alone = _evaluate(ctx, refactored.state, library, ctx.domain.val, cards)
+        proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
+                                       planner_only_used_tools=alone.used_tools)
+        new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.acceptance_config)
+        if outcome_of(decision) is Outcome.ACCEPT_PLANNER:
+            ev = alone
+    return Verdict(outcome_of(decision), decision, new_incumbent, ev)
+
+
+def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: LibrarySnapshot,
+           library: LibrarySnapshot, mined: Mined, refactored: Refactored, verdict: Verdict,
+           accuracies: Sequence[float], rods_metrics: dict[str, Any] | None, wall_s: float) -> RunProgress:
+    """The progress after round ``r``: its record (a refused proposal's record carries the kept
+    pair's numbers, and the proposal's accuracy beside them), the decision, the incumbent, the
+    demonstrations (refactored if accepted) and the refused patterns. ``library``: the one kept."""
+    accepted = verdict.outcome is Outcome.ACCEPT
+    rec = _round_record(ctx, r, verdict.outcome, verdict.decision.reason, library, verdict.evaluation,
+                        float(np.mean(accuracies)), list(mined.inserted) if accepted else [], wall_s,
+                        previous=before.last_record, previous_library=previous_library)
+    if verdict.outcome is Outcome.REJECT:  # the kept pair's numbers, not the refused proposal's
+        rec = {**rec, **{key: before.last_record[key] for key in _KEPT_PAIR_KEYS},
+               "proposal_val_accuracy": verdict.evaluation.accuracy}
+    rec = {**rec, "mining": mined.log}
+    return dataclasses.replace(
+        before, round=r, global_step=refactored.step, records=(*before.records, rec),
+        decisions=(*before.decisions, verdict.decision.to_record()), incumbent=IncumbentRecord.of(verdict.incumbent),
+        demo_programs=refactored.programs if accepted else before.demo_programs, excluded=mined.excluded,
+        rods_metrics=before.rods_metrics if rods_metrics is None else (*before.rods_metrics, rods_metrics))
+
+
+def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapshot, state: TrainState, ref: Any,
+            writer: MetricsWriter, tasks: _TaskSource, stop_after_round: int | None
+            ) -> tuple[RunProgress, LibrarySnapshot, TrainState]:
+    """Stage 3: the rounds left (up to ``stop_after_round``), each checkpointed."""
+    total = int(ctx.config.coevolve.rounds)
+    last = total if stop_after_round is None else min(total, stop_after_round)
+    bar = _bar(total, run_progress.round, "stage 3: rounds", ctx.show_progress)
+    while run_progress.round < last:
+        r = run_progress.round + 1
         t_round = time.perf_counter()
-        step = int(prog["global_step"])
-        cards = _cards(ctx, library, prog["demo_programs"])
-        successes: dict[tuple[str, str], Any] = {}
-        accs = []
-        for k in range(K):
-            it = (r - 1) * K + k
-            if curriculum is not None:
-                tasks = list(curriculum.sample(int(cfg.grpo.tasks_per_iteration), seed=seed * 100_003 + it))
-            else:
-                tasks = L.sample_tasks(seeds, int(cfg.grpo.tasks_per_iteration), seed, it, stream=11)
-            for t in tasks:
-                ctx.tasks_by_id.setdefault(str(t.id), t)
-            state, metrics, iteration = L.grpo_iteration(
-                ctx.grpo_l, state, ctx.tok, tasks, library, ctx.sandbox, group_size=int(cfg.grpo.group_size),
-                rc=ctx.rc, cards=cards, key=L.iteration_key(seed, it), reward_config=ctx.rw, ref_params=ref,
-                mask_uniform_groups=bool(cfg.grpo.mask_uniform_groups), ppo_epochs=int(cfg.grpo.ppo_epochs))
-            step += 1
-            writer.write(step, {**metrics, "round": r})
-            accs.append(metrics["accuracy"])
-            if curriculum is not None:
-                curriculum.observe(dict(iteration.group_rewards(ctx.rods_signal)))
-            for t, b in zip(iteration.trajectories, iteration.breakdowns):
-                if t.correct and b.total >= float(cfg.coevolve.rho):
-                    successes.setdefault((t.task_id, t.program), t)
-        candidate_library, inserted, accepted_cands, round_log = library, [], [], {}
-        if not ctx.frozen and successes:
-            excluded = frozenset(pattern_from_json(p) for p in prog["excluded"])
-            mined = [trace_from_trajectory(t, library, ctx.tasks_by_id[t.task_id].inputs,
-                                           getattr(ctx.tasks_by_id[t.task_id], "environment", None))
-                     for t in successes.values()]
-            outcome = abstraction_round(mined, library, ctx.sandbox, _abstractor(ctx, abs_cfg, excluded),
-                                        ValidationConfig(), r)
-            round_log = outcome.to_record()
-            rejected = {rej.name for rej in outcome.result.rejections}
-            prog["excluded"] = list(prog["excluded"]) + [pattern_to_json(c.pattern) for c in outcome.candidates
-                                                         if c.name in rejected]
-            candidate_library = outcome.result.snapshot
-            inserted = [t.name for t in outcome.result.accepted]
-            accepted_cands = [c for c in outcome.candidates if c.name in set(inserted)]
-        # refactor the stored demonstrations with the new composites; a short SFT refresh on them
-        programs = [tuple(p) for p in prog["demo_programs"]]
-        if accepted_cands:
-            new_programs = []
-            for played in _demo_trajectories(ctx, programs, library, cards):
-                task = ctx.tasks_by_id[played.task_id]
-                tr = trace_from_trajectory(played, library, task.inputs, getattr(task, "environment", None))
-                for c in accepted_cands:
-                    tr, _ = c.pattern.rewrite(tr, c.name, c.arg_order)
-                new_programs.append((tr.task_id, tr.program()))
-            programs = new_programs
-        refresh = int(cfg.coevolve.refresh_sft_steps)
-        if refresh > 0 and accepted_cands:
-            rng = np.random.default_rng([seed, 13, r])
-            pick = [programs[i] for i in rng.choice(len(programs), min(len(programs), int(cfg.coevolve.refresh_demos)),
-                                                     replace=False)]
-            demos = _sft_demos(ctx, pick, candidate_library, usage_programs=programs)
-            if demos:
-                sft_state = ctx.refresh_l.state_from_params(state.params)
-                sft_state = L.sft_phase(ctx.refresh_l, sft_state, demos, steps=refresh,
-                                        batch_size=int(cfg.sft.batch_size), seed=seed * 1000 + r, rc=ctx.rc,
-                                        pad_id=ctx.tok.pad_id)
-                state = ctx.grpo_l.state_from_params(sft_state.params)
-                step += refresh
-        # evaluate and decide
-        candidate_cards = _cards(ctx, candidate_library, programs) if accepted_cands else cards
-        ev = _evaluate(ctx, ctx.grpo_l.model(state), candidate_library, ctx.domain.val, candidate_cards)
-        proposal = A.Proposal(r, f"round-{r}", candidate_library, ev.accuracy, ev.used_tools)
-        new_inc, decision = A.decide(incumbent, proposal, acc_cfg)
-        if decision.outcome == "reject" and candidate_library is not library:
-            alone = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.val, cards)
-            proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
-                                           planner_only_used_tools=alone.used_tools)
-            new_inc, decision = A.decide(incumbent, proposal, acc_cfg)
-            if decision.outcome == "accept_planner":
-                ev = alone
-        if decision.outcome == "reject":
-            prev = C.restore_state(ctx.workdir, ctx.grpo_l, int(prog["global_step"]), ref is not None)
-            state = prev[0]
-            ev_final = None
-        else:
-            ev_final = ev
-        incumbent = new_inc
-        previous_library = library
-        if decision.outcome == "accept":
-            library = candidate_library
-            prog["demo_programs"] = [list(p) for p in programs]
-        rods_m = None
-        if curriculum is not None:
-            curriculum.set_library(library)
-            rods_m = curriculum.end_epoch()
-            prog["rods_metrics"] = list(prog["rods_metrics"]) + [rods_m]
-        record = _round_record(ctx, r, decision, library if decision.outcome != "reject" else incumbent.library,
-                               ev_final if ev_final is not None else ev, float(np.mean(accs)),
-                               inserted if decision.outcome == "accept" else [], time.perf_counter() - t_round,
-                               previous=prog["records"][-1], previous_library=previous_library)
-        if decision.outcome == "reject":  # the kept pair's numbers, not the refused proposal's
-            prev_rec = prog["records"][-1]
-            for key in ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses"):
-                record[key] = prev_rec[key]
-            record["proposal_val_accuracy"] = ev.accuracy
-        record["mining"] = round_log
-        prog["records"] = list(prog["records"]) + [record]
-        prog["decisions"] = list(prog["decisions"]) + [decision.to_record()]
-        prog["incumbent"] = {"round": incumbent.round, "val_reward": incumbent.val_reward,
-                             "best_reward": incumbent.best_reward, "used_tools": sorted(incumbent.used_tools)}
-        prog["round"] = r
-        prog["global_step"] = step
-        scalars = {"val/accuracy": record["val_accuracy"], "library/size": record["library_size"],
-                   "library/max_depth": record["max_depth"], "val/composite_share": record["composite_share"],
-                   "round/accepted": float(decision.accepted)}
-        if record["tool_calls_per_solved"] is not None:
-            scalars["val/calls_per_solved"] = record["tool_calls_per_solved"]
-        if rods_m is not None:
-            scalars.update(rods_scalars(rods_m))
-        writer.write(step, scalars)
-        _save(ctx, prog, library, state, ref)
-        rounds_bar.update(1)
-        rounds_bar.set_postfix(acc=f"{record['val_accuracy']:.2f}", lib=record["library_size"],
-                               outcome=decision.outcome)
-    rounds_bar.close()
-    return state, library
+        cards = _cards(ctx, library, run_progress.demo_programs)
+        trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer)
+        mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
+        refactored = refactor_and_refresh(ctx, r, library, cards, run_progress.demo_programs, mined, trained)
+        verdict = decide(ctx, r, run_progress.incumbent.incumbent(library), library, cards, mined, refactored)
+        if verdict.outcome.keeps_new_planner:
+            state = refactored.state
+        else:  # back to the incumbent planner: the last checkpoint's
+            state = common.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step, ref is not None)[0]
+        kept = mined.library if verdict.outcome is Outcome.ACCEPT else library
+        rods_metrics = tasks.end_epoch(kept)
+        run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,
+                              rods_metrics, time.perf_counter() - t_round)
+        library = kept
+        writer.write(run_progress.global_step, _round_scalars(run_progress.last_record, verdict.outcome, rods_metrics))
+        _save(ctx, run_progress, library, state, ref)
+        bar.update(1)
+        bar.set_postfix(acc=f"{run_progress.last_record['val_accuracy']:.2f}",
+                        lib=run_progress.last_record["library_size"], outcome=verdict.outcome.value)
+    bar.close()
+    return run_progress, library, state
 
 
-def _finish(ctx: _Ctx, prog: dict, state: Any, library: Any, t_process: float) -> dict[str, Any]:
+def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, library: LibrarySnapshot,
+            t_process: float) -> dict[str, Any]:
     """The final test evaluation of the incumbent (the loop's last state: the accepted planner),
     report.json, plots and the DAG drawing."""
-    cards = _cards(ctx, library, prog["demo_programs"])
-    test = _evaluate(ctx, ctx.grpo_l.model(state), library, ctx.domain.test, cards)
-    rounds = [{k: v for k, v in rec.items() if k in REP.ROUND_KEYS} for rec in prog["records"]]
-    wall = sum(float(rec["wall_s"]) for rec in prog["records"])
-    report = REP.build_report(rounds, sft_accuracy=prog["sft_accuracy"], final_accuracy=prog["records"][-1]["val_accuracy"],
-                              final_library=library, primitive_names=ctx.primitive_names, wall_s=wall,
-                              extra={"test_accuracy": test.accuracy, "frozen_library": ctx.frozen,
-                                     "decisions": prog["decisions"], "warm": prog["warm"],
-                                     "wall_s_this_process": time.perf_counter() - t_process,
-                                     "retrieval": C.retrieval_summary(cards, ctx.domain.test, test, ctx.tok, ctx.rc),
-                                     "test_outcomes": test.outcomes(),
-                                     "test_per_category": C.per_category(ctx.domain, ctx.domain.test, test),
-                                     "rods_per_epoch": prog["rods_metrics"] or None})
-    REP.write_report(report, ctx.workdir / "report.json")
-    REP.plot_coevolution(rounds, ctx.workdir / "plots")
-    REP.draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
+    cards = _cards(ctx, library, run_progress.demo_programs)
+    test = _evaluate(ctx, state, library, ctx.domain.test, cards)
+    rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS} for rec in run_progress.records]
+    wall = sum(float(rec["wall_s"]) for rec in run_progress.records)
+    extra = {"test_accuracy": test.accuracy, "frozen_library": ctx.frozen_library,
+             "decisions": list(run_progress.decisions), "warm": run_progress.warm,
+             "wall_s_this_process": time.perf_counter() - t_process,
+             "retrieval": common.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
+             "test_outcomes": test.outcomes(),
+             "test_per_category": common.per_category(ctx.domain, ctx.domain.test, test),
+             "rods_per_epoch": list(run_progress.rods_metrics) or None}
+    report = build_report(rounds, sft_accuracy=run_progress.sft_accuracy,
+                          final_accuracy=run_progress.last_record["val_accuracy"], final_library=library,
+                          primitive_names=ctx.primitive_names, wall_s=wall, extra=extra)
+    write_report(report, ctx.workdir / "report.json")
+    plot_coevolution(rounds, ctx.workdir / "plots")
+    draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
     write_html_report(ctx.workdir)  # reads the report, the library JSONs, the metrics and the DAG drawing
     return report
 

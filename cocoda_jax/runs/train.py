@@ -6,23 +6,33 @@ state (fresh optimizer, the SFT params as the frozen reference); ``progress.phas
 learner a checkpoint belongs to. A run resumes from its work directory's newest checkpoint and
 repeats exactly what the uninterrupted run would have done (every batch and key is a function of
 the seed and the step).
+
+The job is two stages, :func:`_sft_stage` and :func:`_grpo_stage`, each taking and returning a
+:class:`_Position` (the typed :class:`~cocoda_jax.runs.progress.TrainProgress`, the train state and
+the reference); a stage that reaches ``stop_after_step`` returns with ``stopped_at`` set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ml_collections
 
+from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
-from cocoda_jax.rl import loop as L
-from cocoda_jax.rl import trajectory as T
-from cocoda_jax.rl.prompts import all_cards
-from cocoda_jax.runs import common as C
+from cocoda_jax.rl import loop, trajectory
+from cocoda_jax.rl.learner import Learner, TrainState
+from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards
+from cocoda_jax.rl.rewards import RewardConfig
+from cocoda_jax.rl.rollout import Tokenizer
+from cocoda_jax.runs import common
+from cocoda_jax.runs.progress import Phase, TrainProgress, ValidationPoint
 
 
 def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
@@ -30,137 +40,216 @@ def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
     return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, dynamic_ncols=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """What the run builds once (never checkpointed: rebuilt on resume): the domain and its fixed
+    library, the prompts, the tokenizer and the tokenized gold demonstrations, the two learners."""
+
+    config: ml_collections.ConfigDict
+    workdir: Path
+    sandbox: Sandbox
+    domain: common.Domain
+    cards: PromptCards
+    tokenizer: Tokenizer
+    demos: list[trajectory.TokenizedEpisode]
+    rollout: loop.RolloutConfig
+    reward: RewardConfig
+    sft_learner: Learner
+    grpo_learner: Learner
+    show_progress: bool
+    stop_after_step: int | None
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.seed)
+
+    @property
+    def library(self) -> Any:
+        return self.domain.library
+
+    @property
+    def sft_steps(self) -> int:
+        return int(self.config.sft.steps)
+
+    @property
+    def grpo_iterations(self) -> int:
+        return int(self.config.grpo.iterations)
+
+    def stops_at(self, step: int) -> bool:
+        """Whether the run returns after the checkpoint of ``step``."""
+        return self.stop_after_step is not None and step >= self.stop_after_step
+
+    def save(self, step: int, state: TrainState, progress: TrainProgress, ref: Any = None) -> None:
+        common.save_checkpoint(self.workdir, step, state, {"progress": progress.to_json(), "library": self.library},
+                               self.config, ref, keep=self.config.checkpoint.keep)
+
+    def evaluate(self, learner: Learner, state: TrainState, tasks: Sequence[Any]) -> loop.Evaluation:
+        return loop.evaluate(learner.model(state), self.tokenizer, tasks, self.library, self.sandbox, self.rollout,
+                             cards=self.cards, reward_config=self.reward, seed=self.seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Position:
+    """Where the job stands after a stage: its progress, the train state of the phase's learner,
+    the KL reference (``None`` without a KL term or before GRPO) and, when ``stop_after_step`` ended
+    the stage early, the step of the checkpoint it stopped after."""
+
+    progress: TrainProgress
+    state: TrainState
+    ref: Any = None
+    stopped_at: int | None = None
+
+
 def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: bool = True,
         stop_after_step: int | None = None, allow_config_change: bool = False) -> dict[str, Any]:
     """Runs (or resumes) the job; returns the summary also written to ``workdir/train_summary.json``.
     ``stop_after_step``: return after the checkpoint of that global step (tests of resumption)."""
-    C.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox", "checkpoint",
-              "retrieval")
+    common.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
+                   "checkpoint", "retrieval")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    C.maybe_initialize_distributed(config)
+    common.maybe_initialize_distributed(config)
     t_start = time.perf_counter()
-    rc, rw, rcfg = C.rollout_config(config), C.reward_config(config), C.retrieval_config(config)
-    seed = int(config.seed)
-    with C.sandbox_for(config) as sandbox:
-        domain = C.build_domain(config, sandbox)
-        library = domain.library
-        cards = C.prompt_cards(library, rcfg, [(str(t.id), t.program) for t in domain.train],
-                               {str(t.id): t.question for t in domain.train})
-        segments = L.gold_segments(domain.train, cards)
-        # the BPE sees every tool name once, whatever the prompts show
-        texts = itertools.chain(["\n".join(all_cards(library, rcfg.card_style))], (T.segments_text(s) for s in segments))
-        tok = C.tokenizer_for(workdir, texts, config.model.vocab_size, config.model.hf_checkpoint)
-        demos = L.demonstration_records(segments, tok, rc)
-        if not demos:
-            raise C.ConfigError(f"every demonstration is longer than rollout.max_len={rc.max_len} tokens (the "
-                                f"prompt shows {len(cards.tools(domain.train[0]))} tool cards in retrieval.mode="
-                                f"{rcfg.mode!r}): raise max_len or show fewer cards")
-        mesh = C.mesh_of(config)
-        model = C.build_planner(config, tok.vocab_size, mesh)
-        sft_l, grpo_l = C.sft_learner(model, config, mesh), C.grpo_learner(model, config, mesh)
-        with_ref = grpo_l.config.grpo.beta > 0
-        S, I = int(config.sft.steps), int(config.grpo.iterations)
-
-        latest = C.latest_checkpoint(workdir)
-        C.check_resume_config(latest, config, allow_config_change)
-        prog = dict(latest.payloads["progress"]) if latest else {"phase": "sft", "sft_accuracy": None, "evals": []}
+    rollout, reward = common.rollout_config(config), common.reward_config(config)
+    retrieval = common.retrieval_config(config)
+    with common.sandbox_for(config) as sandbox:
+        job = _build_job(config, workdir, sandbox, rollout, reward, retrieval, progress, stop_after_step)
+        latest = common.latest_checkpoint(workdir)
+        common.check_resume_config(latest, config, allow_config_change)
+        start = TrainProgress.from_json(latest.payloads["progress"]) if latest else TrainProgress()
         writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
-
-        def save(step, state, ref=None):
-            C.save_checkpoint(workdir, step, state, {"progress": prog, "library": library}, config, ref,
-                              keep=config.checkpoint.keep)
-
-        def stop(step):
-            return stop_after_step is not None and step >= stop_after_step
-
-        try:
-            # ---------------------------------------------------------------- SFT
-            if prog["phase"] == "sft":
-                state = C.restore_state(workdir, sft_l, latest.step, False)[0] if latest else sft_l.init_state()
-                bar = _progress_bar(S, int(state.step), "SFT", progress)
-                every = int(config.checkpoint.every_sft_steps)
-
-                def on_step(step, st, metrics):
-                    writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{metrics['loss']:.3f}")
-                    if step < S and step % every == 0:
-                        save(step, st)
-                        if stop(step):
-                            raise _Stop(step)
-
-                state = L.sft_phase(sft_l, state, demos, steps=S, batch_size=config.sft.batch_size, seed=seed, rc=rc,
-                                    pad_id=tok.pad_id, on_step=on_step)
-                bar.close()
-                ev = L.evaluate(sft_l.model(state), tok, domain.val, library, sandbox, rc, cards=cards,
-                                reward_config=rw, seed=seed)
-                writer.write(S, ev.metrics("val"))
-                sft_test = L.evaluate(sft_l.model(state), tok, domain.test, library, sandbox, rc, cards=cards,
-                                      reward_config=rw, seed=seed)
-                writer.write(S, sft_test.metrics("sft_test"))
-                prog.update(phase="grpo", sft_accuracy=ev.accuracy, sft_test_accuracy=sft_test.accuracy, iteration=0,
-                            evals=[{"step": S, "iteration": 0, "val_accuracy": ev.accuracy}])
-                grpo_state = grpo_l.state_from_params(state.params)
-                ref = C.frozen_copy(grpo_state.params) if with_ref else None
-                save(S, grpo_state, ref)
-                if stop(S):
-                    raise _Stop(S)
-            else:
-                grpo_state, ref = C.restore_state(workdir, grpo_l, latest.step, with_ref)
-
-            # ---------------------------------------------------------------- GRPO
-            bar = _progress_bar(I, int(prog["iteration"]), "GRPO", progress)
-            for it in range(int(prog["iteration"]), I):
-                tasks = L.sample_tasks(domain.train, config.grpo.tasks_per_iteration, seed, it)
-                grpo_state, metrics, _ = L.grpo_iteration(
-                    grpo_l, grpo_state, tok, tasks, library, sandbox, group_size=config.grpo.group_size, rc=rc,
-                    cards=cards, key=L.iteration_key(seed, it), reward_config=rw, ref_params=ref,
-                    mask_uniform_groups=config.grpo.mask_uniform_groups, ppo_epochs=int(config.grpo.ppo_epochs))
-                step = S + it + 1
-                writer.write(step, metrics)
-                bar.update(1)
-                bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", r=f"{metrics['reward_mean']:.2f}")
-                prog["iteration"] = it + 1
-                if (it + 1) % int(config.grpo.eval_every) == 0 or it + 1 == I:
-                    ev = L.evaluate(grpo_l.model(grpo_state), tok, domain.val, library, sandbox, rc,
-                                    cards=cards, reward_config=rw, seed=seed)
-                    writer.write(step, ev.metrics("val"))
-                    prog["evals"] = list(prog["evals"]) + [{"step": step, "iteration": it + 1,
-                                                            "val_accuracy": ev.accuracy}]
-                if (it + 1) % int(config.checkpoint.every_iterations) == 0 or it + 1 == I:
-                    save(step, grpo_state, ref)
-                    if stop(step):
-                        raise _Stop(step)
-            bar.close()
-        except _Stop as s:
+        if start.phase is Phase.SFT:
+            position = _sft_stage(job, writer, start, latest)
+        else:
+            state, ref = common.restore_state(workdir, job.grpo_learner, latest.step, _with_reference(job))
+            position = _Position(start, state, ref)
+        if position.stopped_at is None:
+            position = _grpo_stage(job, writer, position)
+        if position.stopped_at is not None:
             writer.close()
-            return {"stopped_at_step": s.step}
-
-        final = L.evaluate(grpo_l.model(grpo_state), tok, domain.test, library, sandbox, rc, cards=cards,
-                           reward_config=rw, seed=seed)
-        writer.write(S + I, final.metrics("test"))
-        writer.close()
-        evals = prog["evals"]
-        best = max(evals, key=lambda e: e["val_accuracy"])
-        summary = {
-            "sft_steps": S, "grpo_iterations": I,
-            "accuracy": {"sft_val": prog["sft_accuracy"], "grpo_val": evals[-1]["val_accuracy"],
-                         "best_val": best["val_accuracy"], "best_val_iteration": best["iteration"],
-                         "grpo_test": final.accuracy, "sft_test": prog.get("sft_test_accuracy")},
-            "val_curve": evals, "calls_per_solved_test": final.calls_per_solved,
-            "retrieval": C.retrieval_summary(cards, domain.test, final, tok, rc),
-            "test_outcomes": final.outcomes(),
-            "wall_s_this_process": time.perf_counter() - t_start,
-        }
-        (workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        return summary
+            return {"stopped_at_step": position.stopped_at}
+        return _finish(job, writer, position, t_start)
 
 
-class _Stop(Exception):
-    def __init__(self, step: int):
-        super().__init__(step)
-        self.step = step
+def _build_job(config: ml_collections.ConfigDict, workdir: Path, sandbox: Sandbox, rollout: loop.RolloutConfig,
+               reward: RewardConfig, retrieval: RetrievalConfig, show_progress: bool,
+               stop_after_step: int | None) -> _Job:
+    """The domain, its prompts, the tokenizer (trained on the gold demonstrations, or reused), the
+    demonstrations (a ConfigError if none fits ``rollout.max_len``), the planner and its learners."""
+    domain = common.build_domain(config, sandbox)
+    library = domain.library
+    cards = common.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in domain.train],
+                                {str(t.id): t.question for t in domain.train})
+    segments = loop.gold_segments(domain.train, cards)
+    # the BPE sees every tool name once, whatever the prompts show
+    texts = itertools.chain(["\n".join(all_cards(library, retrieval.card_style))],
+                            (trajectory.segments_text(s) for s in segments))
+    tokenizer = common.tokenizer_for(workdir, texts, config.model.vocab_size, config.model.hf_checkpoint)
+    demos = loop.demonstration_records(segments, tokenizer, rollout)
+    if not demos:
+        raise common.ConfigError(f"every demonstration is longer than rollout.max_len={rollout.max_len} tokens (the "
+                                 f"prompt shows {len(cards.tools(domain.train[0]))} tool cards in retrieval.mode="
+                                 f"{retrieval.mode!r}): raise max_len or show fewer cards")
+    mesh = common.mesh_of(config)
+    model = common.build_planner(config, tokenizer.vocab_size, mesh)
+    return _Job(config=config, workdir=workdir, sandbox=sandbox, domain=domain, cards=cards, tokenizer=tokenizer,
+                demos=demos, rollout=rollout, reward=reward, sft_learner=common.sft_learner(model, config, mesh),
+                grpo_learner=common.grpo_learner(model, config, mesh), show_progress=show_progress,
+                stop_after_step=stop_after_step)
+
+
+def _with_reference(job: _Job) -> bool:
+    """GRPO has a KL term, hence a frozen reference (the SFT params), checkpointed with the state."""
+    return job.grpo_learner.config.grpo.beta > 0
+
+
+def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest: Any) -> _Position:
+    """The SFT steps left (checkpointed every ``checkpoint.every_sft_steps``), then the SFT
+    planner's validation and test accuracy and the GRPO learner's first checkpoint at step S."""
+    sft = job.sft_learner
+    steps = job.sft_steps
+    state = common.restore_state(job.workdir, sft, latest.step, False)[0] if latest else sft.init_state()
+    bar = _progress_bar(steps, int(state.step), "SFT", job.show_progress)
+    every = int(job.config.checkpoint.every_sft_steps)
+
+    def on_step(step, st, metrics):
+        writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
+        bar.update(1)
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+
+    while int(state.step) < steps:
+        until = min(steps, (int(state.step) // every + 1) * every)  # the next checkpoint, or the end
+        state = loop.sft_phase(sft, state, job.demos, steps=until, batch_size=job.config.sft.batch_size,
+                               seed=job.seed, rc=job.rollout, pad_id=job.tokenizer.pad_id, on_step=on_step)
+        if until < steps:
+            job.save(until, state, progress)
+            if job.stops_at(until):
+                return _Position(progress, state, stopped_at=until)
+    bar.close()
+    ev = job.evaluate(sft, state, job.domain.val)
+    writer.write(steps, ev.metrics("val"))
+    sft_test = job.evaluate(sft, state, job.domain.test)
+    writer.write(steps, sft_test.metrics("sft_test"))
+    progress = dataclasses.replace(progress, phase=Phase.GRPO, sft_accuracy=ev.accuracy,
+                                   sft_test_accuracy=sft_test.accuracy, iteration=0,
+                                   evals=(ValidationPoint(steps, 0, ev.accuracy),))
+    grpo_state = job.grpo_learner.state_from_params(state.params)
+    ref = common.frozen_copy(grpo_state.params) if _with_reference(job) else None
+    job.save(steps, grpo_state, progress, ref)
+    return _Position(progress, grpo_state, ref, stopped_at=steps if job.stops_at(steps) else None)
+
+
+def _grpo_stage(job: _Job, writer: MetricsWriter, position: _Position) -> _Position:
+    """The GRPO iterations left: validation every ``grpo.eval_every`` and a checkpoint every
+    ``checkpoint.every_iterations`` (both also after the last one)."""
+    config, grpo = job.config, job.grpo_learner
+    progress, state, ref = position.progress, position.state, position.ref
+    total = job.grpo_iterations
+    bar = _progress_bar(total, progress.iteration, "GRPO", job.show_progress)
+    for it in range(progress.iteration, total):
+        tasks = loop.sample_tasks(job.domain.train, config.grpo.tasks_per_iteration, job.seed, it)
+        state, metrics, _ = loop.grpo_iteration(
+            grpo, state, job.tokenizer, tasks, job.library, job.sandbox, group_size=config.grpo.group_size,
+            rc=job.rollout, cards=job.cards, key=loop.iteration_key(job.seed, it), reward_config=job.reward,
+            ref_params=ref, mask_uniform_groups=config.grpo.mask_uniform_groups,
+            ppo_epochs=int(config.grpo.ppo_epochs))
+        step, done = job.sft_steps + it + 1, it + 1
+        writer.write(step, metrics)
+        bar.update(1)
+        bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", r=f"{metrics['reward_mean']:.2f}")
+        progress = dataclasses.replace(progress, iteration=done)
+        if done % int(config.grpo.eval_every) == 0 or done == total:
+            ev = job.evaluate(grpo, state, job.domain.val)
+            writer.write(step, ev.metrics("val"))
+            progress = dataclasses.replace(progress, evals=(*progress.evals, ValidationPoint(step, done, ev.accuracy)))
+        if done % int(config.checkpoint.every_iterations) == 0 or done == total:
+            job.save(step, state, progress, ref)
+            if job.stops_at(step):
+                return _Position(progress, state, ref, stopped_at=step)
+    bar.close()
+    return _Position(progress, state, ref)
+
+
+def _finish(job: _Job, writer: MetricsWriter, position: _Position, t_start: float) -> dict[str, Any]:
+    """The final test evaluation and ``train_summary.json``."""
+    progress = position.progress
+    final = job.evaluate(job.grpo_learner, position.state, job.domain.test)
+    writer.write(job.sft_steps + job.grpo_iterations, final.metrics("test"))
+    writer.close()
+    evals = progress.evals
+    best = max(evals, key=lambda e: e.val_accuracy)
+    summary = {
+        "sft_steps": job.sft_steps, "grpo_iterations": job.grpo_iterations,
+        "accuracy": {"sft_val": progress.sft_accuracy, "grpo_val": evals[-1].val_accuracy,
+                     "best_val": best.val_accuracy, "best_val_iteration": best.iteration,
+                     "grpo_test": final.accuracy, "sft_test": progress.sft_test_accuracy},
+        "val_curve": [e.to_json() for e in evals], "calls_per_solved_test": final.calls_per_solved,
+        "retrieval": common.retrieval_summary(job.cards, job.domain.test, final, job.tokenizer, job.rollout),
+        "test_outcomes": final.outcomes(),
+        "wall_s_this_process": time.perf_counter() - t_start,
+    }
+    (job.workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
 
 
 __all__ = ["run"]
