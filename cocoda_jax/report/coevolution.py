@@ -257,12 +257,20 @@ def write_report(report: Mapping[str, Any], path: str | os.PathLike) -> pathlib.
     except (TypeError, ValueError) as err:
         raise ReportError(f"the report is not JSON-ready: {err}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, text)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, mode: int = 0o644) -> pathlib.Path:
+    """Writes ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a
+    part: a temporary file in the same folder, flushed to disk, then ``os.replace``."""
+    path = pathlib.Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes it owner-only
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -485,5 +493,5 @@ def draw_library(snapshot, path: str | os.PathLike, *, primitive_names: Iterable
 __all__ = [
     "ACCEPTED", "MAX_UNUSED_PRIMITIVES_SHOWN", "OUTCOMES", "PLOT_NAMES", "ROUND_KEYS", "ReportError", "build_report",
     "draw_library", "library_summary", "plot_coevolution", "retrieval_tokens_per_query", "validate_round",
-    "validate_rounds", "write_report",
+    "validate_rounds", "write_report", "write_text_atomic",
 ]

@@ -49,9 +49,10 @@ import math
 import os
 import pathlib
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from cocoda_jax.report.coevolution import write_text_atomic
 
 REPORT_HTML = "report.html"
 
@@ -832,18 +833,7 @@ def write_html_report(workdir: str | os.PathLike) -> pathlib.Path:
     a JSON object; missing optional files only leave a note on the page."""
     workdir = pathlib.Path(workdir)
     text = render_html_report(workdir)
-    path = workdir / REPORT_HTML
-    fd, tmp = tempfile.mkstemp(prefix=f".{REPORT_HTML}.", suffix=".tmp", dir=workdir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # a page to be looked at (mkstemp makes it owner-only)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_text_atomic(workdir / REPORT_HTML, text)
 
 
 __all__ = ["CURVES", "MAX_CURVE_POINTS", "OUTCOME_STYLE", "REPORT_HTML", "RODS_REGIONS", "hbars", "line_chart",
