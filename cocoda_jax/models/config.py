@@ -19,7 +19,8 @@ _FAMILIES = ("qwen3", "llama")
 
 
 class ConfigError(ValueError):
-    """A model config is inconsistent or names something unsupported."""
+    """A config is refused: a key is unknown, missing, inconsistent or names something unsupported
+    (the one config error of the project; the launchers' ``runs.common.ConfigError`` is this class)."""
 
 
 @dataclasses.dataclass(frozen=True)

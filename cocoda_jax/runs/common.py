@@ -24,6 +24,7 @@ import ml_collections
 from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.data import domain as D
 from cocoda_jax.execution import Sandbox
+from cocoda_jax.models.config import ConfigError  # the one config error (re-exported for the launchers)
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import rewards as R
@@ -38,10 +39,6 @@ THIRD_PARTY_DOMAINS = {"bfcl_multi_turn": "third_party.benchmarks.bfcl_domain"}
 #: The domains a config can name out of the box (more register themselves, see cocoda_jax.data.domain).
 DOMAINS = (*D.BUILTIN_NAMES, *THIRD_PARTY_DOMAINS)
 BENCHMARK_DOMAINS = ("gsm8k", "math")
-
-
-class ConfigError(ValueError):
-    """A config key is unknown, missing or has a value its component refuses; names the key."""
 
 
 def section(config: ml_collections.ConfigDict, name: str, cls: type, **extra: Any) -> Any:
