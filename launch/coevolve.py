@@ -14,7 +14,6 @@ budget with RODS switched the other way (in ``DIR/rods_off`` or ``DIR/rods_on``)
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from absl import app, flags, logging
@@ -22,7 +21,7 @@ from ml_collections import config_flags
 
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
-from cocoda_jax.runs.common import ConfigError
+from cocoda_jax.runs.common import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config (ml_collections file).",
@@ -75,13 +74,5 @@ def main(argv) -> None:
     print(json.dumps(summary, indent=2, sort_keys=True))
 
 
-def _main_with_config_errors(argv) -> None:
-    """A refused config ends the job with its message (exit status 1), not a traceback."""
-    try:
-        main(argv)
-    except ConfigError as e:
-        sys.exit(f"config error: {e}")
-
-
 if __name__ == "__main__":
-    app.run(_main_with_config_errors)
+    app.run(exit_on_config_error(main))

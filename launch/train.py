@@ -10,13 +10,12 @@ after SFT and after GRPO, the validation curve, test accuracy) also written to
 from __future__ import annotations
 
 import json
-import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from cocoda_jax.runs import train
-from cocoda_jax.runs.common import ConfigError
+from cocoda_jax.runs.common import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/train_math.py", "Run config (ml_collections file).",
@@ -36,13 +35,5 @@ def main(argv) -> None:
     print(json.dumps(summary, indent=2, sort_keys=True))
 
 
-def _main_with_config_errors(argv) -> None:
-    """A refused config ends the job with its message (exit status 1), not a traceback."""
-    try:
-        main(argv)
-    except ConfigError as e:
-        sys.exit(f"config error: {e}")
-
-
 if __name__ == "__main__":
-    app.run(_main_with_config_errors)
+    app.run(exit_on_config_error(main))

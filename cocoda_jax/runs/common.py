@@ -41,6 +41,17 @@ DOMAINS = (*D.BUILTIN_NAMES, *THIRD_PARTY_DOMAINS)
 BENCHMARK_DOMAINS = ("gsm8k", "math")
 
 
+def exit_on_config_error(main: Any) -> Any:
+    """``main`` for ``absl.app.run``: a refused config ends the job with its message (exit status
+    1), not a traceback."""
+    def wrapped(argv):
+        try:
+            return main(argv)
+        except ConfigError as e:
+            raise SystemExit(f"config error: {e}") from None
+    return wrapped
+
+
 def section(config: ml_collections.ConfigDict, name: str, cls: type, **extra: Any) -> Any:
     """``cls(**config[name], **extra)`` with unknown or invalid keys reported as :class:`ConfigError`."""
     if name not in config:
@@ -373,7 +384,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "check_resume_config", "config_diff", "build_bfcl_domain", "build_domain",
+    "ConfigError", "DOMAINS", "Domain", "check_resume_config", "config_diff", "exit_on_config_error", "build_bfcl_domain", "build_domain",
     "domain_spec", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
     "retrieval_summary", "reward_config", "rollout_config",
