@@ -30,7 +30,7 @@ import numpy as np
 from flax import nnx
 
 from cocoda_jax.models.sharding import logical_to_spec
-from cocoda_jax.models.transformer import KVCache, Transformer
+from cocoda_jax.models.transformer import KVCache, Transformer, token_log_probs
 
 
 class SamplerError(ValueError):
@@ -147,7 +147,7 @@ def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperatu
         i, cache, last_logits, pos, done, key, toks, lps = c
         key, sub = jax.random.split(key)
         tok = sample_logits(sub, last_logits, temperature, top_k, top_p, greedy)
-        lp = jnp.take_along_axis(jax.nn.log_softmax(last_logits, axis=-1), tok[:, None], axis=-1)[:, 0]
+        lp = token_log_probs(last_logits, tok)  # [b, v], [b] -> [b]
         live = ~done
         tok = jnp.where(live, tok, pad_id)
         toks = toks.at[:, i].set(tok)
