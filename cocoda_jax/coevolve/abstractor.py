@@ -33,7 +33,7 @@ import hashlib
 import keyword
 import re
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from cocoda_jax.coevolve.traces import Ref, Replacement, Trace, apply_replacements, as_trace, value_of
@@ -197,18 +197,21 @@ def _rooted_sets(trace: Trace, sink: int, max_nodes: int) -> Iterator[frozenset[
                         stack.append(s | {p})
 
 
-def canonical(trace: Trace, nodes: frozenset[int], sink: int) -> tuple[Pattern, tuple[int, ...], tuple[Ref, ...]]:
-    """The pattern of the subgraph ``nodes`` with output ``sink``, the calls in pattern order, and
-    the external reference bound to each parameter."""
-    order: list[int] = []
-    position: dict[int, int] = {}
+def param_binder(local: Callable[[int], int | None]) -> tuple[Callable[[Ref], PArg], list[Ref]]:
+    """The argument canonicaliser of a pattern and the bindings it fills as it goes.
+
+    A node reference that ``local`` maps to a pattern position becomes ``("n", position)``; a list
+    display is canonicalised element by element; any other reference becomes a parameter, equal
+    references (by :meth:`Ref.key`) sharing one, numbered by first use. ``bindings[j]`` is the
+    external reference bound to parameter ``j``."""
     params: dict[tuple, int] = {}
     bindings: list[Ref] = []
 
     def arg(ref: Ref) -> PArg:
-        if ref.kind == "node" and ref.value in nodes:
-            visit(ref.value)
-            return ("n", position[ref.value])
+        if ref.kind == "node":
+            position = local(ref.value)
+            if position is not None:
+                return ("n", position)
         if ref.kind == "list":
             return ("l", tuple(arg(r) for r in ref.value))
         key = ref.key()
@@ -217,6 +220,22 @@ def canonical(trace: Trace, nodes: frozenset[int], sink: int) -> tuple[Pattern, 
             bindings.append(ref)
         return ("p", params[key])
 
+    return arg, bindings
+
+
+def canonical(trace: Trace, nodes: frozenset[int], sink: int) -> tuple[Pattern, tuple[int, ...], tuple[Ref, ...]]:
+    """The pattern of the subgraph ``nodes`` with output ``sink``, the calls in pattern order, and
+    the external reference bound to each parameter."""
+    order: list[int] = []
+    position: dict[int, int] = {}
+
+    def local(i: int) -> int | None:
+        if i not in nodes:
+            return None
+        visit(i)
+        return position[i]
+
+    arg, bindings = param_binder(local)
     pnodes: list[tuple[str, tuple[PArg, ...]]] = []
 
     def visit(i: int) -> None:
@@ -627,6 +646,6 @@ def _substitute(cond: str, mapping: dict[str, str], max_chars: int) -> str | Non
 
 __all__ = [
     "Abstractor", "AbstractorConfig", "Candidate", "NotStraightLine", "Pattern", "Score", "SymbolicAbstractor", "Use",
-    "build_candidate", "candidate_from_tool", "canonical", "pattern_from_source", "composite_name", "find_uses", "mine", "occurrences", "propose", "rewrite",
+    "build_candidate", "candidate_from_tool", "canonical", "pattern_from_source", "composite_name", "find_uses", "mine", "occurrences", "param_binder", "propose", "rewrite",
     "score", "select_uses",
 ]

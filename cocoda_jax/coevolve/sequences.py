@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from cocoda_jax.coevolve.abstractor import (
-    AbstractorConfig, Candidate, Pattern, PArg, Use, apply_replacements, propose, select_uses,
+    AbstractorConfig, Candidate, Pattern, Use, apply_replacements, param_binder, propose, select_uses,
 )
 from cocoda_jax.coevolve.traces import Ref, Trace
 
@@ -39,20 +39,7 @@ class SequencePattern(Pattern):
 
 def canonical_run(trace: Trace, start: int, stop: int) -> tuple[SequencePattern, tuple[Ref, ...]]:
     """The pattern of calls ``start..stop-1`` and the external reference bound to each parameter."""
-    params: dict[tuple, int] = {}
-    bindings: list[Ref] = []
-
-    def arg(ref: Ref) -> PArg:
-        if ref.kind == "node" and start <= ref.value < stop:
-            return ("n", ref.value - start)
-        if ref.kind == "list":
-            return ("l", tuple(arg(r) for r in ref.value))
-        key = ref.key()
-        if key not in params:
-            params[key] = len(bindings)
-            bindings.append(ref)
-        return ("p", params[key])
-
+    arg, bindings = param_binder(lambda i: i - start if start <= i < stop else None)
     nodes = tuple((c.tool, tuple(arg(a) for a in c.args)) for c in trace.calls[start:stop])
     return SequencePattern(nodes, len(bindings)), tuple(bindings)
 
