@@ -43,6 +43,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from cocoda_jax import failpoints
+
 FORMAT = "cocoda-checkpoint/v1"
 LIBRARY_PAYLOAD = "library"
 _JSON_ITEMS = ("meta", "payloads")
@@ -265,6 +267,7 @@ def save(manager_or_dir: ocp.CheckpointManager | str | os.PathLike, step: int, t
         args = ocp.args.Composite(**items)
         try:
             saved = manager.save(step, args=args, force=True)
+            failpoints.hit("checkpoint/write")
             manager.wait_until_finished()
         except Exception as e:  # Orbax raises assorted types; name the step
             raise CheckpointError(f"Orbax failed to write the checkpoint: {e}", directory, step) from e

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cocoda_jax import failpoints
 from cocoda_jax.coevolve.abstractor import Abstractor, AbstractorConfig, Candidate, SymbolicAbstractor
 from cocoda_jax.coevolve.traces import Trace, as_trace
 from cocoda_jax.coevolve.validate import ValidationConfig, ValidationResult, validate
@@ -48,6 +49,7 @@ def abstraction_round(items: Sequence[Any], snapshot: Any, sandbox: Any, abstrac
     abstractor = abstractor or SymbolicAbstractor()
     traces = tuple(as_trace(t, snapshot) for t in items if isinstance(t, Trace) or t.answered)
     candidates = tuple(abstractor.propose(traces, snapshot))
+    failpoints.hit("mining/proposed")
     return RoundOutcome(index, candidates, validate(candidates, traces, snapshot, sandbox, config))
 
 
@@ -71,6 +73,7 @@ def warm_library(traces: Sequence[Trace], snapshot: Any, sandbox: Any, *, rounds
     for r in range(rounds):
         outcome = abstraction_round(current, snapshot, sandbox, make_abstractor(excluded), validation, r)
         done.append(outcome)
+        failpoints.hit("warm/round")
         rejected = {rej.name for rej in outcome.result.rejections}
         excluded = excluded | {c.pattern for c in outcome.candidates if c.name in rejected}
         snapshot, current = outcome.result.snapshot, outcome.result.traces

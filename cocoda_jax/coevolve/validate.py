@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from cocoda_jax import failpoints
 from cocoda_jax.coevolve.abstractor import Candidate, NotStraightLine, pattern_from_source, rewrite
 from cocoda_jax.coevolve.traces import Trace, gold_trace
 from cocoda_jax.library import InsertRejected, LibrarySnapshot, Tool
@@ -166,6 +167,7 @@ def validate(candidates: Sequence[Candidate], traces: Sequence[Trace], snapshot:
     refactorings: list[Refactoring] = []
     current = tuple(traces)
     for cand in candidates:
+        failpoints.hit("validation/candidate")
         try:
             tool = cand.tool()
         except InsertRejected as err:

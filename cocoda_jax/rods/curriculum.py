@@ -36,6 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from cocoda_jax import failpoints
 from cocoda_jax.rods import persistence
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import RodsStateError
@@ -277,6 +278,7 @@ class Curriculum:
 
         persistence.save(self.directory, tracker, pool, records, {"pending": [list(k) for k in pending]},
                          write=self._write)
+        failpoints.hit("rods/saved")
         for rec in records:
             self._tasks[rec.task.id] = rec.task
             self._parents[rec.task.id] = rec.parent_id

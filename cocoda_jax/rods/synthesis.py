@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from cocoda_jax import failpoints
 from cocoda_jax.data import synthetic_math
 from cocoda_jax.data.domain import domain_of
 from cocoda_jax.rods.config import RodsConfig
@@ -230,6 +231,7 @@ class Synthesizer:
     run_seed: int = 0
 
     def run(self, job: Job) -> Outcome:
+        failpoints.hit("rods/synthesis")
         domain = domain_of(job.parent)
         if domain.propose_variant is None:  # nothing to draw, nothing to repair
             error = CritiqueError("no_generator", f"the {domain.name} domain makes no variants")

@@ -37,6 +37,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from cocoda_jax import failpoints
 from cocoda_jax.coevolve import acceptance
 from cocoda_jax.coevolve.abstractor import AbstractorConfig, Candidate, SymbolicAbstractor
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
@@ -47,7 +48,8 @@ from cocoda_jax.execution import Sandbox
 from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.report import MetricsWriter, write_html_report
 from cocoda_jax.report.coevolution import (ROUND_KEYS, build_report, draw_library, library_summary,
-                                           plot_coevolution, retrieval_tokens_per_query, write_report)
+                                           plot_coevolution, retrieval_tokens_per_query, write_report,
+                                           write_text_atomic)
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards
@@ -356,9 +358,15 @@ def _save(ctx: _RunContext, progress: RunProgress, library: LibrarySnapshot, sta
         payloads["rods_files"] = read_tree(ctx.workdir / "rods")
     common.save_checkpoint(ctx.workdir, progress.global_step, state, payloads, ctx.config, ref,
                            keep=int(ctx.config.checkpoint.keep))
-    lib_dir = ctx.workdir / "library"
-    lib_dir.mkdir(exist_ok=True)
-    (lib_dir / f"round_{progress.round:03d}.json").write_text(library.to_json())
+    failpoints.hit("library/json")
+    _write_library_json(ctx.workdir, progress.round, library)
+
+
+def _write_library_json(workdir: Path, r: int, library: LibrarySnapshot) -> None:
+    """``library/round_{r:03d}.json``, atomically (a resume rewrites its checkpoint's own: a kill
+    between the checkpoint and this file must not leave it missing or torn)."""
+    (workdir / "library").mkdir(exist_ok=True)
+    write_text_atomic(workdir / "library" / f"round_{r:03d}.json", library.to_json())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -383,7 +391,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         ctx = _context(config, settings, workdir, sandbox, progress)
         latest = common.latest_checkpoint(workdir)
         common.check_resume_config(latest, config, allow_config_change)
-        writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
+        writer = MetricsWriter(workdir, resume_step=common.claim_workdir(workdir, config, latest, allow_config_change))
         if latest is None:
             run_progress, library, state, ref = _stages_1_and_2(ctx, writer)
             _save(ctx, run_progress, library, state, ref)
@@ -406,6 +414,7 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
     in place."""
     run_progress = RunProgress.from_json(latest.payloads["progress"])
     library = latest.payloads["library"]
+    _write_library_json(ctx.workdir, run_progress.round, library)
     state, ref = common.restore_state(ctx.workdir, ctx.grpo_learner, latest.step, ctx.with_reference)
     if "rods_files" in latest.payloads and ctx.config.rods.enabled:
         write_tree(ctx.workdir / "rods", latest.payloads["rods_files"])
@@ -439,6 +448,7 @@ def _sft(ctx: _RunContext, demos: list[trajectory.TokenizedEpisode], writer: Met
         writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+        failpoints.hit("sft/step")
 
     state = loop.sft_phase(ctx.sft_learner, ctx.sft_learner.init_state(), demos, steps=steps,
                            batch_size=int(ctx.config.sft.batch_size), seed=ctx.seed, rc=ctx.settings.rollout,
@@ -538,6 +548,7 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
             mask_uniform_groups=bool(config.grpo.mask_uniform_groups), ppo_epochs=int(config.grpo.ppo_epochs))
         step += 1
         writer.write(step, {**metrics, "round": r})
+        failpoints.hit("grpo/iteration")
         accuracies.append(metrics["accuracy"])
         tasks.observe(ctx, iteration)
         for t, b in zip(iteration.trajectories, iteration.breakdowns):
@@ -589,7 +600,8 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
         return refactored
     sft_state = loop.sft_phase(ctx.refresh_learner, ctx.refresh_learner.state_from_params(trained.state.params),
                                demos, steps=refresh, batch_size=int(config.sft.batch_size), seed=ctx.seed * 1000 + r,
-                               rc=ctx.settings.rollout, pad_id=ctx.tokenizer.pad_id)
+                               rc=ctx.settings.rollout, pad_id=ctx.tokenizer.pad_id,
+                               on_step=lambda *_: failpoints.hit("refresh/step"))
     return dataclasses.replace(refactored, state=ctx.grpo_learner.state_from_params(sft_state.params),
                                step=trained.step + refresh)
 
@@ -685,6 +697,7 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     report = build_report(rounds, sft_accuracy=run_progress.sft_accuracy,
                           final_accuracy=run_progress.last_record["val_accuracy"], final_library=library,
                           primitive_names=ctx.primitive_names, wall_s=wall, extra=extra)
+    failpoints.hit("report/write")
     write_report(report, ctx.workdir / "report.json")
     plot_coevolution(rounds, ctx.workdir / "plots")
     draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)

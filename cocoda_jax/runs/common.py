@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from cocoda_jax.data import domain as D
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.models.config import ConfigError  # the one config error (re-exported for the launchers)
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
+from cocoda_jax.report.coevolution import write_text_atomic
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import rewards as R
 from cocoda_jax.rl.learner import Learner, LearnerConfig, TrainState
@@ -373,6 +375,31 @@ def check_resume_config(latest: ckpt.Restored | None, config: Any, allow_change:
                           "--allow_config_change to resume anyway")
 
 
+RUN_CONFIG = "config.json"
+
+
+def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:
+    """Marks ``workdir`` as this config's run (``config.json``, written before anything else) and
+    returns the metrics writer's ``resume_step``: the checkpoint's step when resuming; ``-1`` when
+    the same run died before its first checkpoint (its partial logs are dropped, it starts over);
+    ``None`` for a fresh directory. A directory claimed by another config is a ConfigError unless
+    ``allow_change`` (then the new config claims it)."""
+    path = Path(workdir) / RUN_CONFIG
+    current = ckpt._to_jsonable(config.to_dict() if hasattr(config, "to_dict") else config, "config")
+    text = json.dumps(current, sort_keys=True, indent=2) + "\n"
+    claimed = path.exists()
+    if claimed and not allow_change:
+        changed = config_diff(json.loads(path.read_text()), current)
+        if changed:
+            raise ConfigError(f"{workdir} holds a run with another config ({path.name}); changed: "
+                              + "; ".join(changed) + ". Use a fresh --workdir, or pass --allow_config_change")
+    if not claimed or allow_change:
+        write_text_atomic(path, text)
+    if latest is not None:
+        return latest.step
+    return -1 if claimed else None
+
+
 def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) -> tuple[TrainState, Any]:
     """The train state (and reference params) of checkpoint ``step``, restored into ``learner``'s
     own structure and shardings (so the jitted steps take it without recompiling)."""
@@ -384,7 +411,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "check_resume_config", "config_diff", "exit_on_config_error", "build_bfcl_domain", "build_domain",
+    "ConfigError", "DOMAINS", "Domain", "RUN_CONFIG", "check_resume_config", "claim_workdir", "config_diff", "exit_on_config_error", "build_bfcl_domain", "build_domain",
     "domain_spec", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
     "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
     "retrieval_summary", "reward_config", "rollout_config",

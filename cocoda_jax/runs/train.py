@@ -117,7 +117,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         latest = common.latest_checkpoint(workdir)
         common.check_resume_config(latest, config, allow_config_change)
         start = TrainProgress.from_json(latest.payloads["progress"]) if latest else TrainProgress()
-        writer = MetricsWriter(workdir, resume_step=latest.step if latest else None)
+        writer = MetricsWriter(workdir, resume_step=common.claim_workdir(workdir, config, latest, allow_config_change))
         if start.phase is Phase.SFT:
             position = _sft_stage(job, writer, start, latest)
         else:
