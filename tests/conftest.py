@@ -17,3 +17,23 @@ import tempfile  # noqa: E402
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="cocoda_jax_cache_"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """One whole run of the main job on configs/chaos.py, shared read-only by the tests that
+    inspect what a run writes (report, plots, report.html) and by the chaos test (its reference,
+    with the failpoints it passed in ``trace``). Returns ``(workdir, report, trace path)``."""
+    from cocoda_jax import failpoints
+    from cocoda_jax.runs import coevolve
+    from tests.runs.conftest import tiny_config
+
+    root = tmp_path_factory.mktemp("tiny_run")
+    trace = root / "reference.trace"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(failpoints.TRACE_ENV, str(trace))
+        report = coevolve.run(tiny_config(), root / "run", progress=False)
+    return root / "run", report, trace

@@ -95,13 +95,15 @@ def kill_at(trace: Sequence[str], position: int, start: int) -> Kill:
     return Kill(point, sum(1 for n in trace[start:position + 1] if n == point), position)
 
 
-TIMING_SUFFIXES = ("wall_s", "_s", "seconds", "tokens_per_s")
+#: The report's and metrics' wall-clock fields (they differ between any two runs).
+TIMING_KEYS = frozenset({"wall_s", "wall_s_this_process", "seconds", "rollout_s", "update_s",
+                         "rollout_tokens_per_s", "train_tokens_per_s"})
 
 
 def without_timing(value: Any) -> Any:
-    """``value`` with every wall-clock field (keys ending in :data:`TIMING_SUFFIXES`) removed."""
+    """``value`` with every wall-clock field (:data:`TIMING_KEYS`, at any depth) removed."""
     if isinstance(value, dict):
-        return {k: without_timing(v) for k, v in value.items() if not str(k).endswith(TIMING_SUFFIXES)}
+        return {k: without_timing(v) for k, v in value.items() if k not in TIMING_KEYS}
     if isinstance(value, list):
         return [without_timing(v) for v in value]
     return value
@@ -157,16 +159,19 @@ def _rounds_checkpointed(workdir: Path) -> int | None:
 
 
 def run(config_args: Sequence[str], workdir: str | Path, *, kills: int = 6, seed: int = 0,
-        points: Sequence[str] | None = None, timeout_s: float = 1800.0, log=print) -> dict[str, Any]:
+        points: Sequence[str] | None = None, timeout_s: float = 1800.0, reference: str | Path | None = None,
+        trace: str | Path | None = None, log=print) -> dict[str, Any]:
     """The chaos run (module docstring) of ``launch.coevolve`` with ``config_args`` (e.g.
     ``["--config=configs/chaos.py"]``); returns (and writes to ``workdir/chaos.json``) the plan,
-    what each kill did and the differences found. Raises :class:`ChaosError` when a run fails or
-    a kill does not kill; differences are returned, not raised (the caller asserts)."""
+    what each kill did and the differences found. ``reference``/``trace``: a finished run of the
+    same config and its failpoint trace, used instead of making them. Raises :class:`ChaosError`
+    when a run fails or a kill does not kill; differences are returned, not raised."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     base_env = {k: v for k, v in os.environ.items() if k not in (failpoints.KILL_ENV, failpoints.TRACE_ENV)}
-    reference, chaos = workdir / "reference", workdir / "chaos"
-    trace_file = workdir / "reference.trace"
+    chaos = workdir / "chaos"
+    reference = Path(reference) if reference is not None else workdir / "reference"
+    trace_file = Path(trace) if trace is not None else workdir / "reference.trace"
     t0 = time.perf_counter()
     if not (reference / "report.json").exists():
         trace_file.unlink(missing_ok=True)

@@ -395,12 +395,10 @@ def test_bare_report_in_chromium(chromium, tmp_path):
 # -- a real (tiny) co-evolution run ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    from cocoda_jax.runs import coevolve
-    from tests.runs.conftest import tiny_config
-
+def real_run(tiny_run, tmp_path_factory):
+    """A copy of the session's tiny run (these tests rewrite its report.html)."""
     wd = tmp_path_factory.mktemp("coevolve") / "run"
-    coevolve.run(tiny_config(), wd, progress=False)
+    shutil.copytree(tiny_run[0], wd)
     return wd
 
 

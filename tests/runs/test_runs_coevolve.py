@@ -17,9 +17,9 @@ REQUIRED = ("rounds", "library", "accuracy", "tool_calls_per_solved", "composite
 
 
 @pytest.fixture(scope="module")
-def full(tmp_path_factory):
-    wd = tmp_path_factory.mktemp("coevolve_full")
-    return wd, coevolve.run(tiny_config(), wd, progress=False)
+def full(tiny_run):
+    wd, report, _ = tiny_run
+    return wd, report
 
 
 def test_report_has_the_required_keys_and_files(full):
