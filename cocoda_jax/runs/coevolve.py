@@ -15,6 +15,8 @@ one function per arrow group, each returning what the next one reads: :func:`grp
 round loop (``_rounds``) threads the run's :class:`~cocoda_jax.runs.progress.RunProgress`, library
 and train state through them and writes the checkpoint.
 
+``coevolve.mine_in_rounds=False`` (the -CTD ablation): the warm library, then no growth in the rounds.
+
 ``frozen_library`` (the baseline): no warm library, no mining, hence no refresh: the same GRPO
 steps on the same tasks with the primitives only.
 
@@ -39,7 +41,7 @@ import numpy as np
 
 from cocoda_jax import failpoints
 from cocoda_jax.coevolve import acceptance
-from cocoda_jax.coevolve.abstractor import AbstractorConfig, Candidate, SymbolicAbstractor
+from cocoda_jax.coevolve.abstractor import Candidate, SymbolicAbstractor
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
 from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json, pattern_to_json
 from cocoda_jax.coevolve.traces import Trace, gold_trace, trace_from_trajectory
@@ -52,14 +54,14 @@ from cocoda_jax.report.coevolution import (ROUND_KEYS, build_report, draw_librar
                                            write_text_atomic)
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
-from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards
-from cocoda_jax.rl.rewards import RewardBreakdown, RewardConfig
+from cocoda_jax.rl.prompts import PromptCards, all_cards
+from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
-from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.curriculum import Curriculum
-from cocoda_jax.rods.tracker import SIGNALS, tracking_reward
+from cocoda_jax.rods.tracker import tracking_reward
 from cocoda_jax.runs import common
 from cocoda_jax.runs.progress import IncumbentRecord, Outcome, RunProgress, outcome_of
+from cocoda_jax.runs.settings import RunSettings
 
 ProgramPairs = tuple[tuple[str, str], ...]  # stored demonstrations: (task id, program)
 
@@ -119,39 +121,30 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _Settings:
-    """The config's sections as typed objects, checked before anything is built."""
+#: The config sections the co-evolution job reads (``distributed`` is optional).
+_SECTIONS = ("seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox", "checkpoint", "warm",
+            "coevolve", "rods", "report", "retrieval")
 
-    rollout: loop.RolloutConfig
-    reward: RewardConfig
-    retrieval: RetrievalConfig
-    rods: RodsConfig | None  # None: no curriculum (a static task pool)
-    abstractor_config: AbstractorConfig
-    acceptance_config: acceptance.AcceptanceConfig
-    rods_signal: str
 
-    @classmethod
-    def of(cls, config: ml_collections.ConfigDict) -> _Settings:
-        rollout = common.rollout_config(config)
-        reward = common.reward_config(config)
-        retrieval = common.retrieval_config(config)
-        rods = common.section(config.rods, "thresholds", RodsConfig) if config.rods.enabled else None
-        abstractor_config = common.section(config.coevolve, "abstractor", AbstractorConfig)
-        acceptance_config = common.section(config.coevolve, "acceptance", acceptance.AcceptanceConfig)
-        signal = str(config.rods.get("signal", "reward"))
-        if signal not in SIGNALS:
-            raise common.ConfigError(f"config.rods.signal must be one of {SIGNALS}, got {signal!r}")
-        return cls(rollout, reward, retrieval, rods, abstractor_config, acceptance_config, signal)
+def _settings(config: ml_collections.ConfigDict) -> RunSettings:
+    """The whole config parsed and checked once, before anything is built; the sections only
+    this job reads (``warm``, ``coevolve``, ``rods``, ``report``) are required here."""
+    common.require(config, *_SECTIONS)
+    settings = RunSettings.parse(config)
+    for name in ("warm", "coevolve", "rods", "report"):
+        settings.required(name)
+    return settings
 
 
 @dataclasses.dataclass
 class _RunContext:
     """What one run builds once and every stage reads (never checkpointed: rebuilt on resume).
-    Mutable only in its caches: ``tasks_by_id`` also learns the curriculum's generated tasks."""
+    Mutable only in its caches: ``tasks_by_id`` also learns the curriculum's generated tasks.
+    ``config``: the ConfigDict itself, kept only for what stores it (checkpoints, the claimed
+    workdir); every stage reads ``settings``."""
 
     config: ml_collections.ConfigDict
-    settings: _Settings
+    settings: RunSettings
     workdir: Path
     sandbox: Sandbox
     domain: common.Domain
@@ -161,13 +154,17 @@ class _RunContext:
     refresh_learner: Learner
     tasks_by_id: dict[str, Any]
     primitive_names: frozenset[str]
-    frozen_library: bool
     show_progress: bool
     cards_cache: dict = dataclasses.field(default_factory=dict)
 
     @property
     def seed(self) -> int:
-        return int(self.config.seed)
+        return self.settings.seed
+
+    @property
+    def frozen_library(self) -> bool:
+        """The baseline: no warm library, no mining (``coevolve.frozen_library``)."""
+        return self.settings.coevolve.frozen_library
 
     @property
     def with_reference(self) -> bool:
@@ -176,29 +173,28 @@ class _RunContext:
 
     def rods_signal(self, t: trajectory.Trajectory, breakdown: RewardBreakdown) -> float:
         """The value RODS tracks for one rollout (the embedded domains record every gold value)."""
-        return tracking_reward(t, True, self.settings.rods_signal, breakdown.total)
+        return tracking_reward(t, True, self.settings.rods.signal, breakdown.total)
 
     def task(self, task_id: str) -> Any:
         return self.tasks_by_id[task_id]
 
 
-def _context(config: ml_collections.ConfigDict, settings: _Settings, workdir: Path, sandbox: Sandbox,
+def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: Path, sandbox: Sandbox,
              show_progress: bool) -> _RunContext:
     """The domain, the tokenizer (trained on the gold demonstrations, or reused), the planner and
     its three learners."""
-    domain = common.build_domain(config, sandbox)
+    domain = common.build_domain(settings, sandbox)
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.train)
-    tokenizer = common.tokenizer_for(workdir, texts, config.model.vocab_size, config.model.hf_checkpoint)
-    mesh = common.mesh_of(config)
-    model = common.build_planner(config, tokenizer.vocab_size, mesh)
+    tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
+    mesh = common.mesh_of(settings)
+    model = common.build_planner(settings, tokenizer.vocab_size, mesh)
     return _RunContext(
         config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, tokenizer=tokenizer,
-        sft_learner=common.sft_learner(model, config, mesh), grpo_learner=common.grpo_learner(model, config, mesh),
-        refresh_learner=common.refresh_learner(model, config, mesh),
+        sft_learner=common.sft_learner(model, settings, mesh), grpo_learner=common.grpo_learner(model, settings, mesh),
+        refresh_learner=common.refresh_learner(model, settings, mesh),
         tasks_by_id={str(t.id): t for t in (*domain.train, *domain.val, *domain.test)},
-        primitive_names=frozenset(domain.library.names()), frozen_library=bool(config.coevolve.frozen_library),
-        show_progress=show_progress)
+        primitive_names=frozenset(domain.library.names()), show_progress=show_progress)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,16 +207,16 @@ class _TaskSource:
 
     @classmethod
     def of(cls, ctx: _RunContext, library: LibrarySnapshot) -> _TaskSource:
-        config = ctx.config
-        seeds = tuple(ctx.domain.train[:int(config.rods.n_seeds)])
-        if ctx.settings.rods is None:
+        rods = ctx.settings.rods
+        seeds = tuple(ctx.domain.train[:rods.n_seeds])
+        if rods.curriculum is None:
             return cls(seeds, None)
-        return cls(seeds, Curriculum(seeds, ctx.settings.rods, ctx.workdir, run_seed=ctx.seed, library=library,
-                                     sandbox=ctx.sandbox, background=bool(config.rods.background)))
+        return cls(seeds, Curriculum(seeds, rods.curriculum, ctx.workdir, run_seed=ctx.seed, library=library,
+                                     sandbox=ctx.sandbox, background=rods.background))
 
     def sample(self, ctx: _RunContext, iteration: int) -> list[Any]:
         """GRPO iteration ``iteration``'s tasks (registered in ``ctx.tasks_by_id``)."""
-        n = int(ctx.config.grpo.tasks_per_iteration)
+        n = ctx.settings.grpo.tasks_per_iteration
         if self.curriculum is not None:
             tasks = list(self.curriculum.sample(n, seed=ctx.seed * 100_003 + iteration))
         else:
@@ -300,7 +296,7 @@ def _sft_demos(ctx: _RunContext, programs: Sequence[tuple[str, str]], snapshot: 
 def _abstractor(ctx: _RunContext, excluded: frozenset) -> Any:
     """The teacher-abstractor of this domain: dataflow motifs, or runs of stateful calls when the
     tasks act on an environment (their calls share state, not values; see coevolve/sequences.py)."""
-    config = ctx.settings.abstractor_config
+    config = ctx.settings.coevolve.abstractor
     if ctx.domain.barrier_tools is not None:
         return SequenceAbstractor(config, excluded, frozenset(ctx.domain.barrier_tools))
     return SymbolicAbstractor(config, excluded)
@@ -329,8 +325,8 @@ def _round_record(ctx: _RunContext, r: int, outcome: Outcome, reason: str, snaps
     if previous is not None and previous_library is snapshot:
         tokens = previous["retrieval_tokens_per_query"]
     else:
-        questions = [t.question for t in ctx.domain.val[:int(ctx.config.report.retrieval_queries)]]
-        tokens = retrieval_tokens_per_query(snapshot, questions, k=int(ctx.config.report.retrieval_k)) \
+        questions = [t.question for t in ctx.domain.val[:ctx.settings.report.retrieval_queries]]
+        tokens = retrieval_tokens_per_query(snapshot, questions, k=ctx.settings.report.retrieval_k) \
             if questions else None
     return {"round": r, "outcome": outcome.value, "reason": reason,
             **_library_fields(snapshot), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
@@ -354,10 +350,10 @@ def _round_scalars(record: dict[str, Any], outcome: Outcome, rods_metrics: dict 
 def _save(ctx: _RunContext, progress: RunProgress, library: LibrarySnapshot, state: TrainState, ref: Any) -> None:
     """The checkpoint of ``progress.global_step`` and the round's library JSON."""
     payloads = {"progress": progress.to_json(), "library": library}
-    if ctx.config.rods.enabled:
+    if ctx.settings.rods.enabled:
         payloads["rods_files"] = read_tree(ctx.workdir / "rods")
     common.save_checkpoint(ctx.workdir, progress.global_step, state, payloads, ctx.config, ref,
-                           keep=int(ctx.config.checkpoint.keep))
+                           keep=ctx.settings.checkpoint.keep)
     failpoints.hit("library/json")
     _write_library_json(ctx.workdir, progress.round, library)
 
@@ -380,14 +376,12 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     the plots, the DAG drawing and a library JSON per round, under ``workdir``). Resuming with a
     config other than the checkpoint's is a ConfigError unless ``allow_config_change``.
     ``progress``: show progress bars; ``stop_after_round``: return after that round's checkpoint."""
-    common.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
-                   "checkpoint", "warm", "coevolve", "rods", "report", "retrieval")
+    settings = _settings(config)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    common.maybe_initialize_distributed(config)
+    common.maybe_initialize_distributed(settings)
     t_process = time.perf_counter()
-    settings = _Settings.of(config)
-    with common.sandbox_for(config) as sandbox:
+    with common.sandbox_for(settings) as sandbox:
         ctx = _context(config, settings, workdir, sandbox, progress)
         latest = common.latest_checkpoint(workdir)
         common.check_resume_config(latest, config, allow_config_change)
@@ -404,7 +398,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         finally:
             tasks.close()
             writer.close()
-        if stop_after_round is not None and run_progress.round < int(config.coevolve.rounds):
+        if stop_after_round is not None and run_progress.round < settings.coevolve.rounds:
             return {"stopped_after_round": run_progress.round}
         return _finish(ctx, run_progress, state, library, t_process)
 
@@ -416,7 +410,7 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
     library = latest.payloads["library"]
     _write_library_json(ctx.workdir, run_progress.round, library)
     state, ref = common.restore_state(ctx.workdir, ctx.grpo_learner, latest.step, ctx.with_reference)
-    if "rods_files" in latest.payloads and ctx.config.rods.enabled:
+    if "rods_files" in latest.payloads and ctx.settings.rods.enabled:
         write_tree(ctx.workdir / "rods", latest.payloads["rods_files"])
     return run_progress, library, state, ref
 
@@ -429,11 +423,11 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
 def _warm_start(ctx: _RunContext) -> tuple[LibrarySnapshot, ProgramPairs, list[dict[str, Any]]]:
     """Stage 1: the warm library folded from the gold demonstrations (the primitives when frozen),
     the demonstrations' programs refactored to call it, and the abstraction rounds' log."""
-    traces = [gold_trace(t) for t in ctx.domain.train[:int(ctx.config.sft.n_demos)]]
+    traces = [gold_trace(t) for t in ctx.domain.train[:ctx.settings.sft.n_demos]]
     if ctx.frozen_library:
         return ctx.domain.library, tuple((tr.task_id, tr.program()) for tr in traces), []
-    warm = warm_library(traces, ctx.domain.library, ctx.sandbox, rounds=int(ctx.config.warm.rounds),
-                        config=ctx.settings.abstractor_config,
+    warm = warm_library(traces, ctx.domain.library, ctx.sandbox, rounds=ctx.settings.warm.rounds,
+                        config=ctx.settings.coevolve.abstractor,
                         make_abstractor=lambda excluded: _abstractor(ctx, excluded))
     programs = tuple((tr.task_id, tr.program()) for tr in warm.traces)
     return warm.snapshot, programs, [o.to_record() for o in warm.rounds]
@@ -441,7 +435,7 @@ def _warm_start(ctx: _RunContext) -> tuple[LibrarySnapshot, ProgramPairs, list[d
 
 def _sft(ctx: _RunContext, demos: list[trajectory.TokenizedEpisode], writer: MetricsWriter) -> TrainState:
     """Stage 2: ``config.sft.steps`` SFT steps on the demonstrations, each logged."""
-    steps = int(ctx.config.sft.steps)
+    steps = ctx.settings.sft.steps
     bar = _bar(steps, 0, "stage 2: SFT", ctx.show_progress)
 
     def on_step(step, st, metrics):
@@ -451,7 +445,7 @@ def _sft(ctx: _RunContext, demos: list[trajectory.TokenizedEpisode], writer: Met
         failpoints.hit("sft/step")
 
     state = loop.sft_phase(ctx.sft_learner, ctx.sft_learner.init_state(), demos, steps=steps,
-                           batch_size=int(ctx.config.sft.batch_size), seed=ctx.seed, rc=ctx.settings.rollout,
+                           batch_size=ctx.settings.sft.batch_size, seed=ctx.seed, rc=ctx.settings.rollout,
                            pad_id=ctx.tokenizer.pad_id, on_step=on_step)
     bar.close()
     return state
@@ -471,7 +465,7 @@ def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
                        reward_config=ctx.settings.reward, seed=ctx.seed)
     grpo_state = ctx.grpo_learner.state_from_params(state.params)
     ref = common.frozen_copy(grpo_state.params) if ctx.with_reference else None
-    steps = int(ctx.config.sft.steps)
+    steps = ctx.settings.sft.steps
     writer.write(steps, {"val/accuracy": ev.accuracy})
     record = _round_record(ctx, 0, Outcome.INITIAL, "the SFT planner with the warm library", library, ev, None,
                            sorted(set(library.names()) - ctx.primitive_names), time.perf_counter() - t0)
@@ -535,24 +529,24 @@ class Verdict:
 def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, cards: PromptCards,
                state: TrainState, ref: Any, tasks: _TaskSource, writer: MetricsWriter) -> GrpoRound:
     """Round ``r``'s ``grpo.iterations_per_round`` GRPO iterations from global step ``step``."""
-    config = ctx.config
-    per_round = int(config.grpo.iterations_per_round)
+    g = ctx.settings.grpo
+    per_round = g.iterations_per_round
     successes: dict[tuple[str, str], trajectory.Trajectory] = {}
     accuracies = []
     for k in range(per_round):
         it = (r - 1) * per_round + k
         state, metrics, iteration = loop.grpo_iteration(
             ctx.grpo_learner, state, ctx.tokenizer, tasks.sample(ctx, it), library, ctx.sandbox,
-            group_size=int(config.grpo.group_size), rc=ctx.settings.rollout, cards=cards,
+            group_size=g.group_size, rc=ctx.settings.rollout, cards=cards,
             key=loop.iteration_key(ctx.seed, it), reward_config=ctx.settings.reward, ref_params=ref,
-            mask_uniform_groups=bool(config.grpo.mask_uniform_groups), ppo_epochs=int(config.grpo.ppo_epochs))
+            mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs)
         step += 1
         writer.write(step, {**metrics, "round": r})
         failpoints.hit("grpo/iteration")
         accuracies.append(metrics["accuracy"])
         tasks.observe(ctx, iteration)
         for t, b in zip(iteration.trajectories, iteration.breakdowns):
-            if t.correct and b.total >= float(config.coevolve.rho):
+            if t.correct and b.total >= ctx.settings.coevolve.rho:
                 successes.setdefault((t.task_id, t.program), t)
     return GrpoRound(state, step, tuple(accuracies), tuple(successes.values()))
 
@@ -561,7 +555,7 @@ def mine_and_validate(ctx: _RunContext, r: int, library: LibrarySnapshot, exclud
                       successes: Sequence[trajectory.Trajectory]) -> Mined:
     """Round ``r``'s abstraction over the successes: propose (never a pattern of ``excluded``),
     validate, INSERTTOOL. Nothing when the library is frozen or nothing succeeded."""
-    if ctx.frozen_library or not successes:
+    if ctx.frozen_library or not ctx.settings.coevolve.mine_in_rounds or not successes:
         return Mined(library, excluded=excluded)
     abstractor = _abstractor(ctx, frozenset(pattern_from_json(p) for p in excluded))
     outcome = abstraction_round([_trace(ctx, t, library) for t in successes], library, ctx.sandbox, abstractor,
@@ -588,18 +582,18 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
             tr, _ = c.pattern.rewrite(tr, c.name, c.arg_order)
         programs.append((tr.task_id, tr.program()))
     refactored = Refactored(tuple(programs), trained.state, trained.step)
-    config = ctx.config
-    refresh = int(config.coevolve.refresh_sft_steps)
+    co = ctx.settings.coevolve
+    refresh = co.refresh_sft_steps
     if refresh <= 0:
         return refactored
     rng = np.random.default_rng([ctx.seed, 13, r])
-    n = min(len(programs), int(config.coevolve.refresh_demos))
+    n = min(len(programs), co.refresh_demos)
     demos = _sft_demos(ctx, [programs[i] for i in rng.choice(len(programs), n, replace=False)], mined.library,
                        usage_programs=programs)
     if not demos:
         return refactored
     sft_state = loop.sft_phase(ctx.refresh_learner, ctx.refresh_learner.state_from_params(trained.state.params),
-                               demos, steps=refresh, batch_size=int(config.sft.batch_size), seed=ctx.seed * 1000 + r,
+                               demos, steps=refresh, batch_size=ctx.settings.sft.batch_size, seed=ctx.seed * 1000 + r,
                                rc=ctx.settings.rollout, pad_id=ctx.tokenizer.pad_id,
                                on_step=lambda *_: failpoints.hit("refresh/step"))
     return dataclasses.replace(refactored, state=ctx.grpo_learner.state_from_params(sft_state.params),
@@ -614,12 +608,12 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
     candidate_cards = _cards(ctx, mined.library, refactored.programs) if mined.accepted else cards
     ev = _evaluate(ctx, refactored.state, mined.library, ctx.domain.val, candidate_cards)
     proposal = acceptance.Proposal(r, f"round-{r}", mined.library, ev.accuracy, ev.used_tools)
-    new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.acceptance_config)
+    new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.coevolve.acceptance)
     if outcome_of(decision) is Outcome.REJECT and mined.library is not library:
         alone = _evaluate(ctx, refactored.state, library, ctx.domain.val, cards)
         proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
                                        planner_only_used_tools=alone.used_tools)
-        new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.acceptance_config)
+        new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.coevolve.acceptance)
         if outcome_of(decision) is Outcome.ACCEPT_PLANNER:
             ev = alone
     return Verdict(outcome_of(decision), decision, new_incumbent, ev)
@@ -650,7 +644,7 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             writer: MetricsWriter, tasks: _TaskSource, stop_after_round: int | None
             ) -> tuple[RunProgress, LibrarySnapshot, TrainState]:
     """Stage 3: the rounds left (up to ``stop_after_round``), each checkpointed."""
-    total = int(ctx.config.coevolve.rounds)
+    total = ctx.settings.coevolve.rounds
     last = total if stop_after_round is None else min(total, stop_after_round)
     bar = _bar(total, run_progress.round, "stage 3: rounds", ctx.show_progress)
     while run_progress.round < last:

@@ -35,6 +35,10 @@ from cocoda_jax.rl.loop import Evaluation, RolloutConfig
 from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rl.update import OptimConfig
+from cocoda_jax.runs.settings import RunSettings, section  # section: re-exported (the one section parser)
+
+#: What the builders below take: a run's ConfigDict (parsed on the way in) or its parsed RunSettings.
+ConfigLike = Any
 
 #: Third-party domains, registered when their module is imported (on first use of their name).
 THIRD_PARTY_DOMAINS = {"bfcl_multi_turn": "third_party.benchmarks.bfcl_domain"}
@@ -52,21 +56,6 @@ def exit_on_config_error(main: Any) -> Any:
         except ConfigError as e:
             raise SystemExit(f"config error: {e}") from None
     return wrapped
-
-
-def section(config: ml_collections.ConfigDict, name: str, cls: type, **extra: Any) -> Any:
-    """``cls(**config[name], **extra)`` with unknown or invalid keys reported as :class:`ConfigError`."""
-    if name not in config:
-        raise ConfigError(f"config lacks the section {name!r}")
-    values = dict(config[name].to_dict() if hasattr(config[name], "to_dict") else config[name])
-    fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - fields)
-    if unknown:
-        raise ConfigError(f"config.{name} has unknown key(s) {unknown}; known: {sorted(fields)}")
-    try:
-        return cls(**values, **extra)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"config.{name}: {e}") from e
 
 
 def require(config: ml_collections.ConfigDict, *keys: str) -> None:
@@ -139,9 +128,9 @@ def domain_spec(name: str) -> D.TaskDomain:
                           f"{sorted(set(D.domain_names()) | set(THIRD_PARTY_DOMAINS))}") from None
 
 
-def _import_domain_module(config: ml_collections.ConfigDict) -> None:
+def _import_domain_module(settings: RunSettings) -> None:
     """``config.domain.module`` (optional): a module that registers the config's domain on import."""
-    module = config.domain.get("module", "")
+    module = settings.domain.module
     if module:
         try:
             importlib.import_module(module)
@@ -149,36 +138,39 @@ def _import_domain_module(config: ml_collections.ConfigDict) -> None:
             raise ConfigError(f"config.domain.module {module!r}: {e}") from e
 
 
-def sandbox_for(config: ml_collections.ConfigDict) -> Sandbox:
+def sandbox_for(config: ConfigLike) -> Sandbox:
     """The run's sandbox (not started): a stateful domain's workers load its environment plugin."""
-    _import_domain_module(config)
-    spec = domain_spec(config.domain.name)
+    settings = RunSettings.of(config)
+    _import_domain_module(settings)
+    name = settings.domain.name
+    spec = domain_spec(name)
     try:
         environment = spec.environment_plugin()
     except ModuleNotFoundError as e:
-        raise ConfigError(f"config.domain.name {config.domain.name!r}: {e}") from e
-    return Sandbox(workers=config.sandbox.workers, timeout_s=config.sandbox.timeout_s, environment=environment)
+        raise ConfigError(f"config.domain.name {name!r}: {e}") from e
+    return Sandbox(workers=settings.sandbox.workers, timeout_s=settings.sandbox.timeout_s, environment=environment)
 
 
-def build_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+def build_domain(config: ConfigLike, sandbox: Any) -> Domain:
     """The registered domain named by ``config.domain.name``, built from the ``config.domain``
     section and ``sandbox`` (each domain's class lists its keys: ``synthetic_math.SyntheticMath``,
     ``tables.Tables``, ``third_party.benchmarks.bfcl_domain.BfclMultiTurn``)."""
-    _import_domain_module(config)
-    return _build(domain_spec(config.domain.name), config, sandbox)
+    settings = RunSettings.of(config)
+    _import_domain_module(settings)
+    return _build(domain_spec(settings.domain.name), settings, sandbox)
 
 
-def build_bfcl_domain(config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+def build_bfcl_domain(config: ConfigLike, sandbox: Any) -> Domain:
     """BFCL v4 multi-turn conversations (:class:`third_party.benchmarks.bfcl_domain.BfclMultiTurn`)."""
-    return _build(domain_spec("bfcl_multi_turn"), config, sandbox)
+    return _build(domain_spec("bfcl_multi_turn"), RunSettings.of(config), sandbox)
 
 
-def _build(spec: D.TaskDomain, config: ml_collections.ConfigDict, sandbox: Any) -> Domain:
+def _build(spec: D.TaskDomain, settings: RunSettings, sandbox: Any) -> Domain:
     try:
-        splits = spec.build(config.domain, sandbox)
+        splits = spec.build(settings.domain.as_config(), sandbox)
     except D.DomainConfigError as e:
         raise ConfigError(str(e)) from e
-    return Domain(config.domain.name, tuple(splits.train), tuple(splits.val), tuple(splits.test), splits.library,
+    return Domain(settings.domain.name, tuple(splits.train), tuple(splits.val), tuple(splits.test), splits.library,
                   categories=spec.categories, barrier_tools=spec.barrier_tools, spec=spec)
 
 
@@ -201,12 +193,12 @@ def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str
 # ------------------------------------------------------------------------------------------------
 
 
-def mesh_of(config: ml_collections.ConfigDict) -> jax.sharding.Mesh | None:
+def mesh_of(config: ConfigLike) -> jax.sharding.Mesh | None:
     """The run's one mesh (data, fsdp, tensor); ``data = -1`` takes the devices the other axes
     leave. ``None`` on a single device without an explicit mesh (no sharding machinery at all)."""
-    m = config.mesh
-    fsdp, tensor = int(m.fsdp), int(m.tensor)
-    data = int(m.data) if int(m.data) > 0 else jax.device_count() // (fsdp * tensor)
+    m = RunSettings.of(config).mesh
+    fsdp, tensor = m.fsdp, m.tensor
+    data = m.data if m.data > 0 else jax.device_count() // (fsdp * tensor)
     if min(data, fsdp, tensor) < 1 or data * fsdp * tensor > jax.device_count():
         raise ConfigError(f"config.mesh (data={m.data}, fsdp={fsdp}, tensor={tensor}) needs more than the "
                           f"{jax.device_count()} devices here")
@@ -218,71 +210,81 @@ def mesh_of(config: ml_collections.ConfigDict) -> jax.sharding.Mesh | None:
         raise ConfigError(f"config.mesh: {e}") from e
 
 
-def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
+def maybe_initialize_distributed(config: ConfigLike) -> None:
     """Multi-host start: ``jax.distributed.initialize`` with the config's coordinator, process count
     and id (all from flags on a pod); a no-op unless ``config.distributed.initialize``."""
-    d = config.get("distributed")
+    d = RunSettings.of(config).distributed
     if d is None or not d.initialize:
         return
     kwargs = {}
     if d.coordinator_address:
-        kwargs = dict(coordinator_address=d.coordinator_address, num_processes=int(d.num_processes),
-                      process_id=int(d.process_id))
+        kwargs = dict(coordinator_address=d.coordinator_address, num_processes=d.num_processes,
+                      process_id=d.process_id)
     jax.distributed.initialize(**kwargs)
 
 
-def build_planner(config: ml_collections.ConfigDict, vocab_size: int, mesh: Any):
+def build_planner(config: ConfigLike, vocab_size: int, mesh: Any):
     """The planner: a local HF checkpoint (``model.hf_checkpoint``, loaded straight into its mesh
     shardings) or a preset initialised from the seed (``tiny`` takes the tokenizer's vocabulary)."""
-    if config.model.hf_checkpoint:
+    settings = RunSettings.of(config)
+    model = settings.model
+    if model.hf_checkpoint:
         from cocoda_jax.models import load_hf_checkpoint
-        path = Path(config.model.hf_checkpoint)
+        path = Path(model.hf_checkpoint)
         if not path.is_dir():
             raise ConfigError(f"config.model.hf_checkpoint {str(path)!r} is not a local directory")
         return load_hf_checkpoint(path, mesh=mesh)
     try:
-        cfg = get_preset(config.model.preset)
+        cfg = get_preset(model.preset)
     except Exception as e:
         raise ConfigError(f"config.model.preset: {e}") from e
-    if config.model.preset == "tiny":
+    if model.preset == "tiny":
         cfg = dataclasses.replace(cfg, vocab_size=vocab_size)
     elif cfg.vocab_size < vocab_size:
         raise ConfigError(f"the tokenizer has {vocab_size} ids, more than the model's {cfg.vocab_size}")
-    return create_model(cfg, seed=int(config.seed), mesh=mesh)
+    return create_model(cfg, seed=settings.seed, mesh=mesh)
 
 
-def sft_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
-    s = config.sft
+def sft_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
+    s = RunSettings.of(config).sft
     optim = OptimConfig(learning_rate=s.learning_rate, schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps),
                         total_steps=max(s.steps, 1), end_fraction=0.1, clip_norm=1.0)
     return Learner(model, LearnerConfig(optim=optim, num_micro_batches=s.micro_batches), mesh)
 
 
-def refresh_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
+def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
     """The short SFT refresh of a co-evolution round: a constant, small learning rate (a fresh Adam
     on a few hundred demonstrations at the SFT peak rate would undo the GRPO policy)."""
-    optim = OptimConfig(learning_rate=config.coevolve.refresh_learning_rate, schedule="constant", clip_norm=1.0)
-    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=config.sft.micro_batches), mesh)
+    settings = RunSettings.of(config)
+    optim = OptimConfig(learning_rate=settings.required("coevolve").refresh_learning_rate, schedule="constant",
+                        clip_norm=1.0)
+    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=settings.sft.micro_batches), mesh)
 
 
-def grpo_learner(model: Any, config: ml_collections.ConfigDict, mesh: Any) -> Learner:
-    g = config.grpo
+def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
+    settings = RunSettings.of(config)
+    g = settings.grpo
     optim = OptimConfig(learning_rate=g.learning_rate, schedule="constant", clip_norm=1.0)
     try:
         grpo = G.GRPOConfig(epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, aggregation=g.aggregation,
-                            normalize_std=g.normalize_std, max_tokens=config.rollout.max_len,
-                            advantage=g.get("advantage", "grpo"), loss=g.get("loss", "grpo"))
+                            normalize_std=g.normalize_std, max_tokens=settings.rollout.max_len,
+                            advantage=g.advantage, loss=g.loss)
     except ValueError as e:
         raise ConfigError(f"config.grpo: {e}") from e
     return Learner(model, LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches), mesh)
 
 
-def rollout_config(config: ml_collections.ConfigDict) -> RolloutConfig:
-    return section(config, "rollout", RolloutConfig)
+def _one_section(config: ConfigLike, name: str, cls: type) -> Any:
+    """The section ``name`` alone: a RunSettings' own, or parsed from the ConfigDict."""
+    return getattr(config, name) if isinstance(config, RunSettings) else section(config, name, cls)
 
 
-def retrieval_config(config: ml_collections.ConfigDict) -> RetrievalConfig:
-    return section(config, "retrieval", RetrievalConfig)
+def rollout_config(config: ConfigLike) -> RolloutConfig:
+    return _one_section(config, "rollout", RolloutConfig)
+
+
+def retrieval_config(config: ConfigLike) -> RetrievalConfig:
+    return _one_section(config, "retrieval", RetrievalConfig)
 
 
 def prompt_cards(snapshot: Any, rcfg: RetrievalConfig, programs: Any, questions: dict[str, str]) -> PromptCards:
@@ -315,8 +317,8 @@ def retrieval_summary(cards: PromptCards, tasks: Any, evaluation: Evaluation, to
             "overflow_episodes": sum(p + rc.max_new_tokens > rc.max_len for p in prompt_tokens)}
 
 
-def reward_config(config: ml_collections.ConfigDict) -> R.RewardConfig:
-    return section(config, "reward", R.RewardConfig)
+def reward_config(config: ConfigLike) -> R.RewardConfig:
+    return _one_section(config, "reward", R.RewardConfig)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -411,9 +413,10 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 
 __all__ = [
-    "ConfigError", "DOMAINS", "Domain", "RUN_CONFIG", "check_resume_config", "claim_workdir", "config_diff", "exit_on_config_error", "build_bfcl_domain", "build_domain",
-    "domain_spec", "per_category", "sandbox_for", "build_planner", "frozen_copy", "grpo_learner", "refresh_learner", "latest_checkpoint",
-    "maybe_initialize_distributed", "mesh_of", "prompt_cards", "require", "restore_state", "retrieval_config",
-    "retrieval_summary", "reward_config", "rollout_config",
-    "save_checkpoint", "section", "sft_learner", "tokenizer_for", "train_tree",
+    "ConfigError", "ConfigLike", "DOMAINS", "Domain", "RUN_CONFIG", "RunSettings", "build_bfcl_domain", "build_domain",
+    "build_planner", "check_resume_config", "claim_workdir", "config_diff", "domain_spec", "exit_on_config_error",
+    "frozen_copy", "grpo_learner", "latest_checkpoint", "maybe_initialize_distributed", "mesh_of", "per_category",
+    "prompt_cards", "refresh_learner", "require", "restore_state", "retrieval_config", "retrieval_summary",
+    "reward_config", "rollout_config", "sandbox_for", "save_checkpoint", "section", "sft_learner", "tokenizer_for",
+    "train_tree",
 ]

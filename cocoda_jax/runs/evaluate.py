@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import ml_collections
-
 from cocoda_jax.rl import loop as L
 from cocoda_jax.runs import common as C
 
@@ -28,11 +26,11 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
     latest = C.latest_checkpoint(run_dir)
     if latest is None:
         raise C.ConfigError(f"{run_dir} holds no checkpoint")
-    config = ml_collections.ConfigDict(latest.config)
+    settings = C.RunSettings.parse(latest.config)  # the config the run was saved with
     if split not in ("val", "test"):
         raise ValueError(f"split must be 'val' or 'test', got {split!r}")
-    with C.sandbox_for(config) as sandbox:
-        domain = C.build_domain(config, sandbox)
+    with C.sandbox_for(settings) as sandbox:
+        domain = C.build_domain(settings, sandbox)
         tasks = list(getattr(domain, split))
         category_of = domain.categories or (lambda t: domain.name)
         if categories:
@@ -51,14 +49,13 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
         library = latest.payloads["library"]
         by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
         programs = [tuple(p) for p in latest.payloads["progress"]["demo_programs"] if p[0] in by_id]
-        cards = C.prompt_cards(library, C.retrieval_config(config), programs,
-                               {i: by_id[i].question for i, _ in programs})
-        tok = C.tokenizer_for(run_dir, (), config.model.vocab_size, config.model.hf_checkpoint)
-        mesh = C.mesh_of(config)
-        learner = C.grpo_learner(C.build_planner(config, tok.vocab_size, mesh), config, mesh)
+        cards = C.prompt_cards(library, settings.retrieval, programs, {i: by_id[i].question for i, _ in programs})
+        tok = C.tokenizer_for(run_dir, (), settings.model.vocab_size, settings.model.hf_checkpoint)
+        mesh = C.mesh_of(settings)
+        learner = C.grpo_learner(C.build_planner(settings, tok.vocab_size, mesh), settings, mesh)
         state, _ = C.restore_state(run_dir, learner, latest.step, with_ref=False)
-        evaluation = L.evaluate(learner.model(state), tok, tasks, library, sandbox, C.rollout_config(config),
-                                cards=cards, reward_config=C.reward_config(config), seed=int(config.seed))
+        evaluation = L.evaluate(learner.model(state), tok, tasks, library, sandbox, settings.rollout,
+                                cards=cards, reward_config=settings.reward, seed=settings.seed)
     per = C.per_category(domain, tasks, evaluation) or {domain.name: {"n": len(tasks), "accuracy": evaluation.accuracy}}
     return {"per_category": per, "policy": "planner", "run_dir": str(run_dir), "split": split,
             "checkpoint_step": latest.step, "accuracy": evaluation.accuracy, "n": len(tasks),

@@ -28,11 +28,12 @@ from cocoda_jax.execution import Sandbox
 from cocoda_jax.report import MetricsWriter
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
-from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig, all_cards
+from cocoda_jax.rl.prompts import PromptCards, all_cards
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.runs import common
 from cocoda_jax.runs.progress import Phase, TrainProgress, ValidationPoint
+from cocoda_jax.runs.settings import RunSettings
 
 
 def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
@@ -43,17 +44,17 @@ def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
 @dataclasses.dataclass(frozen=True)
 class _Job:
     """What the run builds once (never checkpointed: rebuilt on resume): the domain and its fixed
-    library, the prompts, the tokenizer and the tokenized gold demonstrations, the two learners."""
+    library, the prompts, the tokenizer and the tokenized gold demonstrations, the two learners.
+    ``config``: the ConfigDict itself, kept only for the checkpoints; every stage reads ``settings``."""
 
     config: ml_collections.ConfigDict
+    settings: RunSettings
     workdir: Path
     sandbox: Sandbox
     domain: common.Domain
     cards: PromptCards
     tokenizer: Tokenizer
     demos: list[trajectory.TokenizedEpisode]
-    rollout: loop.RolloutConfig
-    reward: RewardConfig
     sft_learner: Learner
     grpo_learner: Learner
     show_progress: bool
@@ -61,7 +62,15 @@ class _Job:
 
     @property
     def seed(self) -> int:
-        return int(self.config.seed)
+        return self.settings.seed
+
+    @property
+    def rollout(self) -> loop.RolloutConfig:
+        return self.settings.rollout
+
+    @property
+    def reward(self) -> RewardConfig:
+        return self.settings.reward
 
     @property
     def library(self) -> Any:
@@ -69,11 +78,11 @@ class _Job:
 
     @property
     def sft_steps(self) -> int:
-        return int(self.config.sft.steps)
+        return self.settings.sft.steps
 
     @property
     def grpo_iterations(self) -> int:
-        return int(self.config.grpo.iterations)
+        return self.settings.grpo.iterations
 
     def stops_at(self, step: int) -> bool:
         """Whether the run returns after the checkpoint of ``step``."""
@@ -81,7 +90,7 @@ class _Job:
 
     def save(self, step: int, state: TrainState, progress: TrainProgress, ref: Any = None) -> None:
         common.save_checkpoint(self.workdir, step, state, {"progress": progress.to_json(), "library": self.library},
-                               self.config, ref, keep=self.config.checkpoint.keep)
+                               self.config, ref, keep=self.settings.checkpoint.keep)
 
     def evaluate(self, learner: Learner, state: TrainState, tasks: Sequence[Any]) -> loop.Evaluation:
         return loop.evaluate(learner.model(state), self.tokenizer, tasks, self.library, self.sandbox, self.rollout,
@@ -106,14 +115,13 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     ``stop_after_step``: return after the checkpoint of that global step (tests of resumption)."""
     common.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
                    "checkpoint", "retrieval")
+    settings = RunSettings.parse(config)  # the whole config parsed and checked once, before anything is built
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    common.maybe_initialize_distributed(config)
+    common.maybe_initialize_distributed(settings)
     t_start = time.perf_counter()
-    rollout, reward = common.rollout_config(config), common.reward_config(config)
-    retrieval = common.retrieval_config(config)
-    with common.sandbox_for(config) as sandbox:
-        job = _build_job(config, workdir, sandbox, rollout, reward, retrieval, progress, stop_after_step)
+    with common.sandbox_for(settings) as sandbox:
+        job = _build_job(config, settings, workdir, sandbox, progress, stop_after_step)
         latest = common.latest_checkpoint(workdir)
         common.check_resume_config(latest, config, allow_config_change)
         start = TrainProgress.from_json(latest.payloads["progress"]) if latest else TrainProgress()
@@ -131,12 +139,12 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         return _finish(job, writer, position, t_start)
 
 
-def _build_job(config: ml_collections.ConfigDict, workdir: Path, sandbox: Sandbox, rollout: loop.RolloutConfig,
-               reward: RewardConfig, retrieval: RetrievalConfig, show_progress: bool,
-               stop_after_step: int | None) -> _Job:
+def _build_job(config: ml_collections.ConfigDict, settings: RunSettings, workdir: Path, sandbox: Sandbox,
+               show_progress: bool, stop_after_step: int | None) -> _Job:
     """The domain, its prompts, the tokenizer (trained on the gold demonstrations, or reused), the
     demonstrations (a ConfigError if none fits ``rollout.max_len``), the planner and its learners."""
-    domain = common.build_domain(config, sandbox)
+    rollout, retrieval = settings.rollout, settings.retrieval
+    domain = common.build_domain(settings, sandbox)
     library = domain.library
     cards = common.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in domain.train],
                                 {str(t.id): t.question for t in domain.train})
@@ -144,17 +152,17 @@ def _build_job(config: ml_collections.ConfigDict, workdir: Path, sandbox: Sandbo
     # the BPE sees every tool name once, whatever the prompts show
     texts = itertools.chain(["\n".join(all_cards(library, retrieval.card_style))],
                             (trajectory.segments_text(s) for s in segments))
-    tokenizer = common.tokenizer_for(workdir, texts, config.model.vocab_size, config.model.hf_checkpoint)
+    tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
     demos = loop.demonstration_records(segments, tokenizer, rollout)
     if not demos:
         raise common.ConfigError(f"every demonstration is longer than rollout.max_len={rollout.max_len} tokens (the "
                                  f"prompt shows {len(cards.tools(domain.train[0]))} tool cards in retrieval.mode="
                                  f"{retrieval.mode!r}): raise max_len or show fewer cards")
-    mesh = common.mesh_of(config)
-    model = common.build_planner(config, tokenizer.vocab_size, mesh)
-    return _Job(config=config, workdir=workdir, sandbox=sandbox, domain=domain, cards=cards, tokenizer=tokenizer,
-                demos=demos, rollout=rollout, reward=reward, sft_learner=common.sft_learner(model, config, mesh),
-                grpo_learner=common.grpo_learner(model, config, mesh), show_progress=show_progress,
+    mesh = common.mesh_of(settings)
+    model = common.build_planner(settings, tokenizer.vocab_size, mesh)
+    return _Job(config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, cards=cards,
+                tokenizer=tokenizer, demos=demos, sft_learner=common.sft_learner(model, settings, mesh),
+                grpo_learner=common.grpo_learner(model, settings, mesh), show_progress=show_progress,
                 stop_after_step=stop_after_step)
 
 
@@ -170,7 +178,7 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
     steps = job.sft_steps
     state = common.restore_state(job.workdir, sft, latest.step, False)[0] if latest else sft.init_state()
     bar = _progress_bar(steps, int(state.step), "SFT", job.show_progress)
-    every = int(job.config.checkpoint.every_sft_steps)
+    every = job.settings.checkpoint.every_sft_steps
 
     def on_step(step, st, metrics):
         writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
@@ -179,7 +187,7 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
 
     while int(state.step) < steps:
         until = min(steps, (int(state.step) // every + 1) * every)  # the next checkpoint, or the end
-        state = loop.sft_phase(sft, state, job.demos, steps=until, batch_size=job.config.sft.batch_size,
+        state = loop.sft_phase(sft, state, job.demos, steps=until, batch_size=job.settings.sft.batch_size,
                                seed=job.seed, rc=job.rollout, pad_id=job.tokenizer.pad_id, on_step=on_step)
         if until < steps:
             job.save(until, state, progress)
@@ -202,27 +210,26 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
 def _grpo_stage(job: _Job, writer: MetricsWriter, position: _Position) -> _Position:
     """The GRPO iterations left: validation every ``grpo.eval_every`` and a checkpoint every
     ``checkpoint.every_iterations`` (both also after the last one)."""
-    config, grpo = job.config, job.grpo_learner
+    g, every_iterations, grpo = job.settings.grpo, job.settings.checkpoint.every_iterations, job.grpo_learner
     progress, state, ref = position.progress, position.state, position.ref
     total = job.grpo_iterations
     bar = _progress_bar(total, progress.iteration, "GRPO", job.show_progress)
     for it in range(progress.iteration, total):
-        tasks = loop.sample_tasks(job.domain.train, config.grpo.tasks_per_iteration, job.seed, it)
+        tasks = loop.sample_tasks(job.domain.train, g.tasks_per_iteration, job.seed, it)
         state, metrics, _ = loop.grpo_iteration(
-            grpo, state, job.tokenizer, tasks, job.library, job.sandbox, group_size=config.grpo.group_size,
+            grpo, state, job.tokenizer, tasks, job.library, job.sandbox, group_size=g.group_size,
             rc=job.rollout, cards=job.cards, key=loop.iteration_key(job.seed, it), reward_config=job.reward,
-            ref_params=ref, mask_uniform_groups=config.grpo.mask_uniform_groups,
-            ppo_epochs=int(config.grpo.ppo_epochs))
+            ref_params=ref, mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs)
         step, done = job.sft_steps + it + 1, it + 1
         writer.write(step, metrics)
         bar.update(1)
         bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", r=f"{metrics['reward_mean']:.2f}")
         progress = dataclasses.replace(progress, iteration=done)
-        if done % int(config.grpo.eval_every) == 0 or done == total:
+        if done % g.eval_every == 0 or done == total:
             ev = job.evaluate(grpo, state, job.domain.val)
             writer.write(step, ev.metrics("val"))
             progress = dataclasses.replace(progress, evals=(*progress.evals, ValidationPoint(step, done, ev.accuracy)))
-        if done % int(config.checkpoint.every_iterations) == 0 or done == total:
+        if done % every_iterations == 0 or done == total:
             job.save(step, state, progress, ref)
             if job.stops_at(step):
                 return _Position(progress, state, ref, stopped_at=step)

@@ -1,0 +1,505 @@
+"""The run's config, parsed once at the edge: :meth:`RunSettings.parse` turns the ml_collections
+ConfigDict of ``configs/*.py`` into frozen, validated dataclasses, one per section, and the launchers'
+jobs read typed fields from it (``settings.grpo.group_size``) instead of casting raw config values.
+
+Every section rejects unknown keys and reports a wrong type or an out-of-range value as the project's
+one :class:`~cocoda_jax.models.config.ConfigError`, naming the key
+(``config.grpo.group_size must be an int >= 2, got 1``). Sections that had a typed dataclass before
+keep it: ``rollout`` (:class:`~cocoda_jax.rl.loop.RolloutConfig`), ``retrieval``
+(:class:`~cocoda_jax.rl.prompts.RetrievalConfig`), ``reward`` (:class:`~cocoda_jax.rl.rewards.RewardConfig`),
+``rods.thresholds`` (:class:`~cocoda_jax.rods.config.RodsConfig`), ``coevolve.abstractor``
+(:class:`~cocoda_jax.coevolve.abstractor.AbstractorConfig`) and ``coevolve.acceptance``
+(:class:`~cocoda_jax.coevolve.acceptance.AcceptanceConfig`).
+
+No key gets a default the configs do not give, except the ones the jobs always treated as optional:
+the ``distributed``, ``warm``, ``coevolve``, ``rods`` and ``report`` sections (``launch.train`` needs
+none of the last four; ``launch.coevolve`` requires them), ``domain.module`` (``""``), ``grpo.advantage``
+and ``grpo.loss`` (``"grpo"``), ``rods.signal`` (``"reward"``) and ``coevolve.mine_in_rounds`` (``True``).
+
+``domain`` is the one open section: apart from ``name`` and ``module`` its keys are the registered
+domain's own (``cocoda_jax.data.domain``: each domain class lists and checks them when it builds its
+splits), kept here as they are; ``seed``, ``n_train``, ``n_val`` and ``n_test``, which every shipped
+domain reads, are checked to be ints >= 0 when present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any
+
+import ml_collections
+
+from cocoda_jax.coevolve.abstractor import AbstractorConfig
+from cocoda_jax.coevolve.acceptance import AcceptanceConfig
+from cocoda_jax.models.config import ConfigError
+from cocoda_jax.rl.grpo import AGGREGATIONS
+from cocoda_jax.rl.loop import RolloutConfig
+from cocoda_jax.rl.prompts import RetrievalConfig
+from cocoda_jax.rl.rewards import RewardConfig
+from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.rods.tracker import SIGNALS
+
+
+# ------------------------------------------------------------------------------------------------
+# One section
+# ------------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    """A section's keys as a plain dict (nested sections as dicts too)."""
+    return dict(value.to_dict() if hasattr(value, "to_dict") else value)
+
+
+def section(config: Any, name: str, cls: type, *, where: str = "config", **extra: Any) -> Any:
+    """``cls(**config[name], **extra)`` with unknown, missing or invalid keys reported as
+    :class:`ConfigError` (``where``: the dotted path of ``config`` in the messages). A class's
+    ``SUBSECTIONS`` (key -> dataclass) are parsed the same way first."""
+    if name not in config:
+        raise ConfigError(f"{where} lacks the section {name!r}")
+    path = f"{where}.{name}"
+    raw = config[name]
+    if not hasattr(raw, "keys"):
+        raise ConfigError(f"{path} must be a section of keys, got {raw!r}")
+    values = _plain(raw)
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    known = {f.name for f in fields}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"{path} has unknown key(s) {unknown}; known: {sorted(known)}")
+    for key, sub in getattr(cls, "SUBSECTIONS", {}).items():
+        if key in values:
+            values[key] = section(values, key, sub, where=path)
+    missing = sorted(f.name for f in fields if f.name not in values and f.name not in extra
+                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ConfigError(f"{path} lacks key(s) {missing}")
+    try:
+        return cls(**values, **extra)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+class _Section:
+    """Checks for a frozen section dataclass: each normalises its field in place (an int stays an
+    int, a number becomes a float) or raises a ConfigError naming ``config.<SECTION>.<key>``."""
+
+    SECTION = ""
+
+    def _key(self, name: str) -> str:
+        return f"config.{self.SECTION}.{name}"
+
+    def _put(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def _int(self, name: str, low: int | None = None, *, also: tuple[int, ...] = ()) -> None:
+        v = getattr(self, name)
+        if not (_is_int(v) and (low is None or v >= low or v in also)):
+            bound = "" if low is None else f" >= {low}"
+            alt = "".join(f" or {a}" for a in also)
+            raise ConfigError(f"{self._key(name)} must be an int{bound}{alt}, got {v!r}")
+        self._put(name, int(v))
+
+    def _number(self, name: str, *, above: float | None = None, at_least: float | None = None,
+                below: float | None = None, optional: bool = False) -> None:
+        v = getattr(self, name)
+        if v is None and optional:
+            return
+        ok = _is_number(v) and (above is None or v > above) and (at_least is None or v >= at_least) \
+            and (below is None or v < below)
+        if not ok:
+            bounds = [f"> {above}" if above is not None else "", f">= {at_least}" if at_least is not None else "",
+                      f"< {below}" if below is not None else ""]
+            bound = " and ".join(b for b in bounds if b)
+            raise ConfigError(f"{self._key(name)} must be a finite number{' ' + bound if bound else ''}"
+                              f"{' or None' if optional else ''}, got {v!r}")
+        self._put(name, float(v))
+
+    def _bool(self, name: str) -> None:
+        v = getattr(self, name)
+        if not isinstance(v, bool):
+            raise ConfigError(f"{self._key(name)} must be a bool, got {v!r}")
+
+    def _str(self, name: str, *, choices: tuple[str, ...] | None = None, nonempty: bool = False) -> None:
+        v = getattr(self, name)
+        if not isinstance(v, str) or (nonempty and not v) or (choices is not None and v not in choices):
+            what = f"one of {choices}" if choices is not None else "a non-empty string" if nonempty else "a string"
+            raise ConfigError(f"{self._key(name)} must be {what}, got {v!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# The sections
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainSettings(_Section):
+    """``config.domain``: the registered domain's ``name``, the ``module`` to import first (``""``:
+    none) and the domain's own keys (``options``, in config order; the domain checks them)."""
+
+    SECTION = "domain"
+    COMMON_COUNTS = ("seed", "n_train", "n_val", "n_test")
+
+    name: str
+    module: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        self._str("name", nonempty=True)
+        self._str("module")
+        for key, v in self.options:
+            if key in ("name", "module"):
+                raise ConfigError(f"config.domain.{key} is a field of its own, not an option")
+            if key in self.COMMON_COUNTS and not (_is_int(v) and v >= 0):
+                raise ConfigError(f"config.domain.{key} must be an int >= 0, got {v!r}")
+
+    @classmethod
+    def parse(cls, config: Any) -> DomainSettings:
+        if "domain" not in config:
+            raise ConfigError("config lacks the section 'domain'")
+        raw = config["domain"]
+        if not hasattr(raw, "keys"):
+            raise ConfigError(f"config.domain must be a section of keys, got {raw!r}")
+        values = _plain(raw)
+        if "name" not in values:
+            raise ConfigError("config.domain lacks key(s) ['name']")
+        name = values.pop("name")
+        module = values.pop("module", "")
+        return cls(name, module, tuple(values.items()))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A domain-specific key (``default`` when the config lacks it)."""
+        return dict(self.options).get(key, default)
+
+    def as_config(self) -> ml_collections.ConfigDict:
+        """The section as the domain's ``build`` reads it (a fresh copy: ``section["n_train"]``,
+        ``section.get(...)`` and attribute access all work)."""
+        return ml_collections.ConfigDict({"name": self.name, "module": self.module, **dict(self.options)})
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings(_Section):
+    """``config.model``: a preset of cocoda_jax.models.config, the BPE vocabulary of ``tiny``, and a
+    local HF checkpoint directory (``""``: none)."""
+
+    SECTION = "model"
+
+    preset: str
+    vocab_size: int
+    hf_checkpoint: str
+
+    def __post_init__(self) -> None:
+        self._str("preset", nonempty=True)
+        self._int("vocab_size", 1)
+        self._str("hf_checkpoint")
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSettings(_Section):
+    """``config.mesh``: the (data, fsdp, tensor) axes; ``data = -1`` takes the devices the others leave."""
+
+    SECTION = "mesh"
+
+    data: int
+    fsdp: int
+    tensor: int
+
+    def __post_init__(self) -> None:
+        self._int("data", 1, also=(-1,))
+        self._int("fsdp", 1)
+        self._int("tensor", 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedSettings(_Section):
+    """``config.distributed``: the multi-host start (``jax.distributed.initialize``)."""
+
+    SECTION = "distributed"
+
+    initialize: bool
+    coordinator_address: str
+    num_processes: int
+    process_id: int
+
+    def __post_init__(self) -> None:
+        self._bool("initialize")
+        self._str("coordinator_address")
+        self._int("num_processes", 1)
+        self._int("process_id", 0)
+        if self.process_id >= self.num_processes:
+            raise ConfigError(f"config.distributed.process_id must be < num_processes={self.num_processes}, "
+                              f"got {self.process_id}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SftSettings(_Section):
+    """``config.sft``: stage 2 (and ``launch.train``'s SFT)."""
+
+    SECTION = "sft"
+
+    steps: int
+    batch_size: int
+    learning_rate: float
+    warmup_steps: int
+    micro_batches: int
+    n_demos: int
+
+    def __post_init__(self) -> None:
+        self._int("steps", 0)
+        self._int("batch_size", 1)
+        self._number("learning_rate", above=0)
+        self._int("warmup_steps", 0)
+        self._int("micro_batches", 1)
+        self._int("n_demos", 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class GrpoSettings(_Section):
+    """``config.grpo``: the learner's GRPO loss (``epsilon`` ... ``loss``, see
+    :class:`cocoda_jax.rl.grpo.GRPOConfig`; ``advantage`` and ``loss`` are checked against the
+    registered variants when the learner is built, since a domain module may register more) and the
+    iteration budget of both jobs."""
+
+    SECTION = "grpo"
+
+    iterations: int
+    iterations_per_round: int
+    tasks_per_iteration: int
+    group_size: int
+    learning_rate: float
+    epsilon: float
+    epsilon_high: float | None
+    beta: float
+    aggregation: str
+    normalize_std: bool
+    micro_batches: int
+    mask_uniform_groups: bool
+    ppo_epochs: int
+    eval_every: int
+    advantage: str = "grpo"
+    loss: str = "grpo"
+
+    def __post_init__(self) -> None:
+        self._int("iterations", 0)
+        self._int("iterations_per_round", 1)
+        self._int("tasks_per_iteration", 1)
+        self._int("group_size", 2)
+        self._number("learning_rate", above=0)
+        self._number("epsilon", above=0, below=1)
+        self._number("epsilon_high", above=0, optional=True)
+        self._number("beta", at_least=0)
+        self._str("aggregation", choices=AGGREGATIONS)
+        self._bool("normalize_std")
+        self._int("micro_batches", 1)
+        self._bool("mask_uniform_groups")
+        self._int("ppo_epochs", 1)
+        self._int("eval_every", 1)
+        self._str("advantage", nonempty=True)
+        self._str("loss", nonempty=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmSettings(_Section):
+    """``config.warm``: stage 1's abstraction rounds over the gold demonstrations."""
+
+    SECTION = "warm"
+
+    rounds: int
+
+    def __post_init__(self) -> None:
+        self._int("rounds", 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CoevolveSettings(_Section):
+    """``config.coevolve``: stage 3's rounds, the mining threshold ``rho``, the frozen-library
+    baseline, the SFT refresh, and the abstractor and acceptance sections."""
+
+    SECTION = "coevolve"
+    SUBSECTIONS = {"abstractor": AbstractorConfig, "acceptance": AcceptanceConfig}
+
+    rounds: int
+    rho: float
+    frozen_library: bool
+    refresh_sft_steps: int
+    refresh_demos: int
+    refresh_learning_rate: float
+    abstractor: AbstractorConfig
+    acceptance: AcceptanceConfig
+    mine_in_rounds: bool = True  # False: the library stops growing after the warm stage (the -CTD ablation)
+
+    def __post_init__(self) -> None:
+        self._int("rounds", 0)
+        self._bool("mine_in_rounds")
+        self._number("rho", at_least=0)
+        self._bool("frozen_library")
+        self._int("refresh_sft_steps", 0)
+        self._int("refresh_demos", 0)
+        self._number("refresh_learning_rate", above=0)
+        for name, cls in self.SUBSECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"config.coevolve.{name} must be a section parsed as {cls.__name__}, "
+                                  f"got {getattr(self, name)!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RodsSettings(_Section):
+    """``config.rods``: the curriculum switch, the seed tasks, the background synthesis, what the
+    tracker reads (``signal``) and the thresholds."""
+
+    SECTION = "rods"
+    SUBSECTIONS = {"thresholds": RodsConfig}
+
+    enabled: bool
+    n_seeds: int
+    background: bool
+    thresholds: RodsConfig
+    signal: str = "reward"
+
+    def __post_init__(self) -> None:
+        self._bool("enabled")
+        self._int("n_seeds", 1)
+        self._bool("background")
+        if not isinstance(self.thresholds, RodsConfig):
+            raise ConfigError(f"config.rods.thresholds must be a section parsed as RodsConfig, got {self.thresholds!r}")
+        self._str("signal", choices=SIGNALS)
+
+    @property
+    def curriculum(self) -> RodsConfig | None:
+        """The curriculum's thresholds, ``None`` when RODS is off (a static task pool)."""
+        return self.thresholds if self.enabled else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxSettings(_Section):
+    """``config.sandbox``: worker processes and the wall-clock limit of one program."""
+
+    SECTION = "sandbox"
+
+    workers: int
+    timeout_s: float
+
+    def __post_init__(self) -> None:
+        self._int("workers", 1)
+        self._number("timeout_s", above=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSettings(_Section):
+    """``config.checkpoint``: Orbax steps kept and the checkpoint cadence."""
+
+    SECTION = "checkpoint"
+
+    keep: int
+    every_sft_steps: int
+    every_iterations: int
+
+    def __post_init__(self) -> None:
+        self._int("keep", 1)
+        self._int("every_sft_steps", 1)
+        self._int("every_iterations", 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportSettings(_Section):
+    """``config.report``: the retrieval-cost measurement of the round records."""
+
+    SECTION = "report"
+
+    retrieval_queries: int
+    retrieval_k: int
+
+    def __post_init__(self) -> None:
+        self._int("retrieval_queries", 0)
+        self._int("retrieval_k", 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# The run
+# ------------------------------------------------------------------------------------------------
+
+
+#: Sections every run needs, parsed by these classes (``domain`` and ``seed`` are parsed apart).
+_REQUIRED = {"model": ModelSettings, "mesh": MeshSettings, "rollout": RolloutConfig,
+             "retrieval": RetrievalConfig, "reward": RewardConfig, "sft": SftSettings, "grpo": GrpoSettings,
+             "sandbox": SandboxSettings, "checkpoint": CheckpointSettings}
+#: Sections a run may lack (``None``): the multi-host start, and what only the co-evolution job reads.
+_OPTIONAL = {"distributed": DistributedSettings, "warm": WarmSettings, "coevolve": CoevolveSettings,
+             "rods": RodsSettings, "report": ReportSettings}
+TOP_LEVEL = ("seed", "domain", *_REQUIRED, *_OPTIONAL)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """The whole run config, typed and checked (see the module docstring). Build it with
+    :meth:`parse`; it is frozen and compares by value."""
+
+    seed: int
+    domain: DomainSettings
+    model: ModelSettings
+    mesh: MeshSettings
+    rollout: RolloutConfig
+    retrieval: RetrievalConfig
+    reward: RewardConfig
+    sft: SftSettings
+    grpo: GrpoSettings
+    sandbox: SandboxSettings
+    checkpoint: CheckpointSettings
+    distributed: DistributedSettings | None = None
+    warm: WarmSettings | None = None
+    coevolve: CoevolveSettings | None = None
+    rods: RodsSettings | None = None
+    report: ReportSettings | None = None
+
+    def __post_init__(self) -> None:
+        if not (_is_int(self.seed) and self.seed >= 0):
+            raise ConfigError(f"config.seed must be an int >= 0, got {self.seed!r}")
+        object.__setattr__(self, "seed", int(self.seed))
+
+    @classmethod
+    def parse(cls, config: Any) -> RunSettings:
+        """Every section of ``config`` (a ConfigDict or a plain mapping, e.g. a checkpoint's saved
+        config) parsed once; unknown sections or keys, missing ones and bad values are a
+        :class:`ConfigError` naming the key."""
+        if not hasattr(config, "keys"):
+            raise ConfigError(f"a run config must be a ConfigDict or a mapping, got {type(config).__name__}")
+        values = _plain(config)
+        unknown = sorted(set(values) - set(TOP_LEVEL))
+        if unknown:
+            raise ConfigError(f"config has unknown section(s) {unknown}; known: {sorted(TOP_LEVEL)}")
+        if "seed" not in values:
+            raise ConfigError("config lacks the key 'seed'")
+        parsed: dict[str, Any] = {name: section(values, name, kind) for name, kind in _REQUIRED.items()}
+        parsed.update({name: section(values, name, kind) for name, kind in _OPTIONAL.items() if name in values})
+        return cls(seed=values["seed"], domain=DomainSettings.parse(values), **parsed)
+
+    @classmethod
+    def of(cls, config: Any) -> RunSettings:
+        """``config`` itself when already parsed, else :meth:`parse` of it (the builders of
+        ``runs.common`` take either)."""
+        return config if isinstance(config, RunSettings) else cls.parse(config)
+
+    def required(self, name: str) -> Any:
+        """The optional section ``name``, a ConfigError when the config lacks it."""
+        value = getattr(self, name)
+        if value is None:
+            raise ConfigError(f"config lacks the section {name!r}")
+        return value
+
+
+__all__ = [
+    "CheckpointSettings", "CoevolveSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
+    "MeshSettings", "ModelSettings", "ReportSettings", "RodsSettings", "RunSettings", "SandboxSettings",
+    "SftSettings", "TOP_LEVEL", "WarmSettings", "section",
+]
