@@ -1,7 +1,7 @@
 r"""Chaos-tested resume: kills the main job (SIGKILL) at random failpoints, resumes it each time, and
 checks that it ends where an uninterrupted run ends (cocoda_jax/runs/chaos.py says how).
 
-    python -m launch.chaos --workdir=/tmp/chaos                       # configs/chaos.py, 6 kills
+    python -m launch.chaos --workdir=/tmp/chaos                       # configs/chaos.py, 10 kills
     python -m launch.chaos --workdir=DIR --kills=10 --seed=3 -- --config=configs/chaos.py --config.seed=1
 
 Arguments after ``--`` go to ``launch.coevolve`` unchanged. Prints ``chaos.json`` (the plan, each
@@ -17,7 +17,8 @@ from absl import app, flags
 from cocoda_jax.runs import chaos
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "reference/ and chaos/ run directories go here.", required=True)
-_KILLS = flags.DEFINE_integer("kills", 6, "SIGKILLs at failpoints of the main thread (plus one in RODS synthesis).")
+_KILLS = flags.DEFINE_integer("kills", 10, "SIGKILLs at failpoints of the main thread, one per phase first (plus one "
+                               "in RODS synthesis).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the kill plan.")
 _POINTS = flags.DEFINE_list("points", None, "Only these failpoints (default: all; see cocoda_jax/failpoints.py).")
 _TIMEOUT = flags.DEFINE_float("timeout_s", 1800.0, "Limit per job process.")

@@ -19,10 +19,10 @@ def tiny_bfcl_config():
     c.domain.n_train, c.domain.n_val, c.domain.n_test = 32, 4, 4
     c.model.vocab_size = 600
     c.sft.steps, c.sft.batch_size, c.sft.warmup_steps = 2, 2, 1
-    c.grpo.iterations, c.grpo.iterations_per_round = 2, 1
+    c.grpo.iterations, c.grpo.iterations_per_round = 1, 1
     c.grpo.tasks_per_iteration, c.grpo.group_size = 1, 2
     c.rollout.max_steps, c.rollout.max_new_tokens, c.rollout.max_len, c.rollout.length_multiple = 3, 8, 1024, 1024
-    c.coevolve.rounds, c.coevolve.refresh_sft_steps, c.coevolve.refresh_demos = 2, 1, 4
+    c.coevolve.rounds, c.coevolve.refresh_sft_steps, c.coevolve.refresh_demos = 1, 1, 4
     c.warm.rounds = 1
     c.mesh.data = 1
     c.report.retrieval_queries = 2
@@ -53,9 +53,9 @@ def test_the_report_gives_accuracy_per_bfcl_category_and_the_warm_library_learne
 
 def test_a_stopped_bfcl_run_resumes_to_the_same_library(run, tmp_path):
     wd, _ = run
-    assert coevolve.run(tiny_bfcl_config(), tmp_path, progress=False, stop_after_round=1) == {"stopped_after_round": 1}
+    assert coevolve.run(tiny_bfcl_config(), tmp_path, progress=False, stop_after_round=0) == {"stopped_after_round": 0}
     coevolve.run(tiny_bfcl_config(), tmp_path, progress=False)
-    assert (tmp_path / "library" / "round_002.json").read_bytes() == (wd / "library" / "round_002.json").read_bytes()
+    assert (tmp_path / "library" / "round_001.json").read_bytes() == (wd / "library" / "round_001.json").read_bytes()
     assert json.loads((tmp_path / "report.json").read_text())["test_outcomes"] == \
         json.loads((wd / "report.json").read_text())["test_outcomes"]
 
