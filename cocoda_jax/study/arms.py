@@ -1,0 +1,143 @@
+"""The arms of the study: a name, the config overrides (dotted keys into the run config) that turn
+the main job (``cocoda``) into the arm, and whether the arm can run at all.
+
+An arm that needs a knob the job does not have is registered ``available=False`` with the exact
+reason, never approximated by a nearby knob: a study row must mean what its name says.
+
+Why each available arm's overrides do what the name says (read from the code, not assumed):
+
+* ``frozen_library``: ``coevolve.frozen_library=True``: no warm library, no mining, no refresh
+  (``runs/coevolve.py`` ``_warm_start`` returns the primitives; the rounds mine nothing).
+* ``no_tdr``: ``retrieval.mode="full"``: the prompt lists the whole library instead of the typed
+  DAG retrieval cascade (``configs/default.py``: "full" = the -TDR ablation).
+* ``no_gar``: ``reward.name="result"``: ``rl/rewards.py`` ``result_reward`` is ``dag_reward`` with
+  ``lam=0``: R_res minus the step penalties, which are 0 in the default config
+  (``malformed_penalty = ill_typed_penalty = 0``), so R_res alone.
+* ``no_acceptance``: ``coevolve.acceptance.tolerance=1.0``. ``coevolve.decide`` weighs the round's
+  validation *accuracy* (in [0, 1]) against ``reference - tolerance``; with tolerance 1 the
+  threshold is <= 0, so the reward test always passes. The other refusals of
+  ``acceptance._check`` cannot fire: the accuracy is finite, the proposal's used tools come from
+  rollouts with the proposal's own library, and the job never removes a tool from a library
+  (no ``LibrarySnapshot.remove`` in ``coevolve/`` or ``runs/coevolve.py``: mining only inserts),
+  so no accepted tool is ever dropped. Every round is therefore accepted as a pair.
+* ``rods_off``: ``rods.enabled=False``: GRPO's tasks are a static seeded draw from the same
+  ``rods.n_seeds`` seed tasks (``_TaskSource.sample`` -> ``loop.sample_tasks``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ml_collections
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One row of the study. ``overrides``: dotted key -> value, applied to a copy of the run
+    config; ``reason``: why the arm is unavailable (empty when it is available)."""
+
+    name: str
+    description: str
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    available: bool = True
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.available and self.reason:
+            raise ValueError(f"arm {self.name!r}: an available arm has no reason")
+        if not self.available and not self.reason:
+            raise ValueError(f"arm {self.name!r}: an unavailable arm must say why")
+        if not self.available and self.overrides:
+            raise ValueError(f"arm {self.name!r}: an unavailable arm has no overrides")
+
+
+#: Parameter counts behind ``large_frozen``'s verdict (``ModelConfig.num_params``, embeddings
+#: included; ``tiny`` at the default ``model.vocab_size=1024``).
+PRESET_PARAMS = {"tiny": 918_912, "qwen3_0p6b": 596_049_920, "qwen3_1p7b": 1_720_574_976,
+                 "qwen3_4b": 4_022_468_096, "llama3_8b": 8_030_261_248, "qwen3_8b": 8_190_735_360,
+                 "qwen3_32b": 32_762_123_264}
+
+_LARGE_REASON = (
+    "no model preset is ~4x 'tiny' in parameters: cocoda_jax.models.config.PRESETS has tiny "
+    "(918,912 params at vocab_size=1024; 787,840 without the tied embedding) and then qwen3_0p6b "
+    "(596,049,920: ~650x tiny), qwen3_1p7b, qwen3_4b, llama3_8b, qwen3_8b, qwen3_32b; the real "
+    "presets also use the 151,936-token HF vocabulary and bf16 and need HF weights "
+    "(model.hf_checkpoint) to be meaningful. A ~4x preset (e.g. d_model=256, n_layers=4, "
+    "ffn_dim=768: 4x the non-embedding parameters) must be added to PRESETS first")
+
+ARMS: tuple[Arm, ...] = (
+    Arm("cocoda", "the main job: co-evolved library, TDR, graph-aware reward, acceptance, RODS"),
+    Arm("frozen_library", "the library frozen at its primitives (no warm library, no mining)",
+        {"coevolve.frozen_library": True}),
+    Arm("no_tdr", "-TDR: the whole library in the prompt instead of the retrieval cascade",
+        {"retrieval.mode": "full"}),
+    Arm("no_gar", "-GAR: reward R_res only (no composite credit)", {"reward.name": "result"}),
+    Arm("no_acceptance", "every round's (planner, library) pair accepted (tolerance 1 on an accuracy in [0, 1])",
+        {"coevolve.acceptance.tolerance": 1.0}),
+    Arm("rods_off", "RODS off: a static seeded draw from the seed tasks", {"rods.enabled": False}),
+    Arm("large_frozen", "a ~4x larger planner with the library frozen", available=False, reason=_LARGE_REASON),
+    Arm("direct", "the planner answers without tools in one step", available=False,
+        reason="no config knob makes the planner answer without tools in one step: the SFT demonstrations "
+               "are tool-calling programs, and retrieval.mode='none' only drops the tool cards from the "
+               "prompt (rollout.max_steps=1 would cut multi-step plans, not train a direct answer)"),
+    Arm("no_ctd", "-CTD: the library frozen after the warm stage (warm library kept, no growth in the rounds)",
+        {"coevolve.mine_in_rounds": False}),
+    Arm("rods_random", "uniform task choice from the RODS pool", available=False,
+        reason="no config knob samples the RODS pool uniformly: Curriculum.sample always ranks by tier and "
+               "priority, and rods.enabled=False draws from the seed tasks only (no synthesized variants)"),
+)
+
+_BY_NAME = {a.name: a for a in ARMS}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(a.name for a in ARMS)
+
+
+def get(name: str) -> Arm:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown arm {name!r}; known: {list(_BY_NAME)}") from None
+
+
+def select(wanted: Sequence[str] | None) -> tuple[Arm, ...]:
+    """The arms named in ``wanted`` in registry order (all when ``None`` or empty)."""
+    if not wanted:
+        return ARMS
+    unknown = [n for n in wanted if n not in _BY_NAME]
+    if unknown:
+        raise KeyError(f"unknown arm(s) {unknown}; known: {list(_BY_NAME)}")
+    return tuple(a for a in ARMS if a.name in set(wanted))
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    """A copy of ``config`` with each dotted key set; a key the config lacks is a KeyError (an
+    override must not create a knob the job would ignore)."""
+    out = config.copy_and_resolve_references()
+    out.unlock()
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split(".")
+        node = out
+        for p in parents:
+            if p not in node:
+                raise KeyError(f"override {dotted!r}: the config has no section {p!r}")
+            node = node[p]
+        if leaf not in node:
+            raise KeyError(f"override {dotted!r}: the config has no key {leaf!r}")
+        node[leaf] = value
+    return out
+
+
+def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> ml_collections.ConfigDict:
+    """The run config of one (arm, seed) cell: the arm's overrides, ``seed`` (parameters, sampling,
+    batches) and ``domain.seed`` (the task draw: every arm of a seed gets the same test tasks, so
+    arms are compared on the same (seed, task) pairs)."""
+    if not arm.available:
+        raise ValueError(f"arm {arm.name!r} is unavailable: {arm.reason}")
+    return apply_overrides(run_config, {**arm.overrides, "seed": int(seed), "domain.seed": int(seed)})
+
+
+__all__ = ["ARMS", "Arm", "PRESET_PARAMS", "apply_overrides", "cell_config", "get", "names", "select"]

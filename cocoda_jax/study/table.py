@@ -1,0 +1,177 @@
+"""study.md and the study's plots, from study.json's dict (and, for the validation curves, each
+cell's ``per_round`` records). Matplotlib with the Agg backend: no display needed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cocoda_jax.study import stats
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _interval(ci: Sequence[float | None] | None, digits: int = 3) -> str:
+    if ci is None or ci[0] is None:
+        return "—"
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.3f}"
+
+
+def _signed_interval(ci: Sequence[float | None] | None) -> str:
+    if ci is None or ci[0] is None:
+        return "—"
+    return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def depths_of(study: Mapping[str, Any]) -> list[str]:
+    """Every depth key of any arm, in numeric order."""
+    keys = {d for a in study["arms"].values() for d in (a.get("per_depth") or {})}
+    return sorted(keys, key=int)
+
+
+def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
+    """study.md: one row per arm (test accuracy and its 95% interval, the paired delta against
+    ``reference`` and its interval, the verdict, the accuracy per depth), then the unavailable arms
+    with their reasons."""
+    depths = depths_of(study)
+    lines = [
+        "# Study: arms x seeds", "",
+        f"Seeds: {', '.join(str(s) for s in study['seeds'])}; test tasks per seed: {study['n_test']}; "
+        f"wall time of the cells: {study['wall_s']:.0f} s.", "",
+        "Test accuracy with a 95% bootstrap interval (seeds, then tasks within a seed, resampled); delta: the arm "
+        f"minus `{reference}` on the same (seed, task) pairs, with its paired bootstrap interval. "
+        "\"not distinguishable\": the delta's interval contains 0.", "",
+    ]
+    header = ["arm", "test acc [95% CI]", f"delta vs {reference} [95% CI]", "verdict"]
+    header += [f"depth {d}" for d in depths]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] * len(header)) + "|")
+    unavailable = []
+    for name, a in study["arms"].items():
+        if not a.get("available", False):
+            unavailable.append((name, a.get("reason", "")))
+            continue
+        if name == reference:
+            verdict = "reference"
+        else:
+            verdict = stats.verdict(a.get("delta_ci95"))
+        row = [f"`{name}`", f"{_num(a.get('test_acc'))} {_interval(a.get('ci95'))}",
+               f"{_signed(a.get('delta_vs_cocoda'))} {_signed_interval(a.get('delta_ci95'))}", verdict]
+        row += [_num((a.get("per_depth") or {}).get(d)) for d in depths]
+        lines.append("| " + " | ".join(row) + " |")
+    if unavailable:
+        lines += ["", "## Unavailable arms", ""]
+        lines += [f"- `{name}`: {reason}" for name, reason in unavailable]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(study: Mapping[str, Any], path: str | Path, reference: str = "cocoda") -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown(study, reference))
+    return path
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _available(study: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(n, a) for n, a in study["arms"].items() if a.get("available") and a.get("test_acc") is not None]
+
+
+def plot_accuracy(study: Mapping[str, Any], path: str | Path) -> Path:
+    """Test accuracy per arm with its 95% interval as error bars."""
+    plt = _plt()
+    arms = _available(study)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(arms) + 1.5), 3.5))
+    x = np.arange(len(arms))
+    acc = np.array([a["test_acc"] for _, a in arms], dtype=float)
+    lo = np.array([a["ci95"][0] for _, a in arms], dtype=float)
+    hi = np.array([a["ci95"][1] for _, a in arms], dtype=float)
+    ax.bar(x, acc, color="#4C72B0")
+    ax.errorbar(x, acc, yerr=[np.maximum(acc - lo, 0), np.maximum(hi - acc, 0)], fmt="none", ecolor="black",
+                capsize=4)
+    ax.set_xticks(x, [n for n, _ in arms], rotation=30, ha="right")
+    ax.set_ylabel("test accuracy (95% CI)")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"seeds {', '.join(str(s) for s in study['seeds'])}")
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def plot_per_depth(study: Mapping[str, Any], path: str | Path) -> Path:
+    """Test accuracy per task depth, one line per arm."""
+    plt = _plt()
+    depths = depths_of(study)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name, a in _available(study):
+        per = a.get("per_depth") or {}
+        ds = [d for d in depths if d in per]
+        ax.plot([int(d) for d in ds], [per[d] for d in ds], marker="o", label=name)
+    ax.set_xlabel("depth (motifs)")
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0, 1)
+    if depths:
+        ax.set_xticks([int(d) for d in depths])
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def plot_val_rounds(curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], path: str | Path) -> Path:
+    """Validation accuracy per round, mean over seeds, one line per arm. ``curves``: arm -> one
+    ``per_round`` list (records with ``round`` and ``val_accuracy``) per seed."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name, runs in curves.items():
+        by_round: dict[int, list[float]] = {}
+        for records in runs:
+            for r in records:
+                if r.get("val_accuracy") is not None:
+                    by_round.setdefault(int(r["round"]), []).append(float(r["val_accuracy"]))
+        if by_round:
+            rounds = sorted(by_round)
+            ax.plot(rounds, [np.mean(by_round[r]) for r in rounds], marker="o", label=name)
+    ax.set_xlabel("round")
+    ax.set_ylabel("validation accuracy (mean over seeds)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def _save(fig, plt, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_all(study: Mapping[str, Any], workdir: str | Path,
+              curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]] | None = None) -> list[Path]:
+    """study.md and plots/{accuracy_per_arm,accuracy_per_depth,val_per_round}.png under ``workdir``."""
+    workdir = Path(workdir)
+    out = [write_markdown(study, workdir / "study.md"),
+           plot_accuracy(study, workdir / "plots" / "accuracy_per_arm.png"),
+           plot_per_depth(study, workdir / "plots" / "accuracy_per_depth.png")]
+    if curves is not None:
+        out.append(plot_val_rounds(curves, workdir / "plots" / "val_per_round.png"))
+    return out
+
+
+__all__ = ["depths_of", "markdown", "plot_accuracy", "plot_per_depth", "plot_val_rounds", "write_all",
+           "write_markdown"]

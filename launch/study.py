@@ -1,0 +1,67 @@
+r"""The study of issue 13: every available arm x seed as one co-evolution run, then accuracy with
+95% bootstrap intervals, paired deltas against cocoda, accuracy per depth (docs/study.md).
+
+    python -m launch.study --workdir=/tmp/study                       # configs/study.py, preset default
+    python -m launch.study --workdir=/tmp/study_smoke --preset=smoke  # minutes on the CPU
+    python -m launch.study --workdir=DIR --arms=cocoda,no_gar --seeds=13,42
+
+Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
+its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from cocoda_jax.runs.common import exit_on_config_error
+from cocoda_jax.runs.logs import route_logs
+from cocoda_jax.study import run as study_run
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/study.py", "Study config (ml_collections file).",
+                                          lock_config=False)
+_WORKDIR = flags.DEFINE_string("workdir", None, "The study's directory (one sub-directory per cell).", required=True)
+_PRESET = flags.DEFINE_enum("preset", None, ["default", "smoke"],
+                            "The study config's preset (same as --config=FILE:PRESET); unset: the config's own.")
+_ARMS = flags.DEFINE_list("arms", None, "Arms to run (default: the config's arms).")
+_SEEDS = flags.DEFINE_list("seeds", None, "Seeds to run (default: the config's seeds).")
+
+
+def _config():
+    """The study config, rebuilt with ``--preset`` when it differs from the loaded one (the
+    ``--config.*`` overrides are applied again on top)."""
+    config = _CONFIG.value
+    preset = _PRESET.value
+    if preset is None or preset == config.get("preset"):
+        return config
+    flag = flags.FLAGS["config"]
+    path = config_flags.get_config_filename(flag)
+    spec = importlib.util.spec_from_file_location("study_config_file", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config(preset)
+    for dotted, value in config_flags.get_override_values(flag).items():
+        *parents, leaf = dotted.split(".")
+        node = config
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    return config
+
+
+def main(argv) -> None:
+    del argv
+    workdir = Path(_WORKDIR.value)
+    route_logs(workdir)  # the cells' INFO logs go to workdir/logs/run.log; the console keeps the progress lines
+    seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
+    study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
+                                log=lambda line: print(line, flush=True))
+    print(json.dumps(study, indent=2))
+
+
+if __name__ == "__main__":
+    app.run(exit_on_config_error(main))

@@ -1,0 +1,71 @@
+"""cocoda_jax.study.arms: the registry and the cells' configs."""
+
+import pytest
+
+from cocoda_jax.coevolve.acceptance import AcceptanceConfig, Proposal, decide, initial
+from cocoda_jax.models.config import PRESETS, tiny
+from cocoda_jax.rl import rewards
+from cocoda_jax.study import arms as A
+from configs import default
+
+
+def test_registry_names_and_availability():
+    assert A.names() == ("cocoda", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off",
+                         "large_frozen", "direct", "no_ctd", "rods_random")
+    available = {a.name for a in A.ARMS if a.available}
+    assert available == {"cocoda", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off", "no_ctd"}
+    for a in A.ARMS:
+        assert bool(a.reason) != a.available
+    assert A.get("cocoda").overrides == {}
+
+
+def test_every_override_names_an_existing_key():
+    base = default.get_config()
+    for arm in A.ARMS:
+        if arm.available:
+            cfg = A.cell_config(base, arm, 42)
+            for dotted, value in arm.overrides.items():
+                node = cfg
+                for part in dotted.split("."):
+                    node = node[part]
+                assert node == value
+            assert cfg.seed == 42 and cfg.domain.seed == 42
+
+
+def test_cell_config_leaves_the_base_alone_and_keeps_the_test_split():
+    base = default.get_config()
+    a = A.cell_config(base, A.get("frozen_library"), 13)
+    b = A.cell_config(base, A.get("no_gar"), 13)
+    assert base.coevolve.frozen_library is False and base.seed == 0
+    assert a.domain.to_dict() == b.domain.to_dict()  # same test tasks for every arm of a seed
+
+
+def test_unavailable_cells_and_unknown_keys_are_refused():
+    with pytest.raises(ValueError, match="unavailable"):
+        A.cell_config(default.get_config(), A.get("direct"), 1)
+    with pytest.raises(KeyError):
+        A.apply_overrides(default.get_config(), {"coevolve.no_such_knob": 1})
+    with pytest.raises(KeyError):
+        A.select(["cocoda", "nope"])
+
+
+def test_no_acceptance_accepts_every_round():
+    cfg = AcceptanceConfig(tolerance=A.get("no_acceptance").overrides["coevolve.acceptance.tolerance"])
+    inc = initial("p0", ["f"], 1.0, ["f"])
+    for r, acc in enumerate((0.0, 1.0, 0.0, 0.5), 1):
+        inc, d = decide(inc, Proposal(r, f"p{r}", ["f", f"g{r}"], acc, {"f"}), cfg)
+        assert d.outcome == "accept"
+
+
+def test_no_gar_is_result_only():
+    assert "result" in rewards.registered_rewards()
+    assert A.get("no_gar").overrides == {"reward.name": "result"}
+
+
+def test_preset_parameter_counts_are_current():
+    for name, n in A.PRESET_PARAMS.items():
+        cfg = tiny(1024) if name == "tiny" else PRESETS[name]()
+        assert cfg.num_params() == n
+    ratios = [n / A.PRESET_PARAMS["tiny"] for k, n in A.PRESET_PARAMS.items() if k != "tiny"]
+    assert not any(2 <= r <= 8 for r in ratios)  # hence large_frozen is unavailable
+    assert not A.get("large_frozen").available

@@ -1,0 +1,87 @@
+"""cocoda_jax.study.table and run: files written, study.json's schema, resumption (fake runner:
+no training)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from cocoda_jax.study import run as R
+from cocoda_jax.study import table as T
+from configs import study as study_config
+
+
+def _fake_runner(calls):
+    def runner(config, workdir):
+        calls.append((config.seed, str(workdir)))
+        rng = np.random.default_rng(config.seed + (100 if config.coevolve.frozen_library else 0))
+        report = {"test_accuracy": 0.0,
+                  "test_outcomes": {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5)
+                                    for i in range(config.domain.n_test)},
+                  "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(3)]}
+        report["test_accuracy"] = float(np.mean(list(report["test_outcomes"].values())))
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "report.json").write_text(json.dumps(report))
+        return report
+    return runner
+
+
+def _depths(config):
+    return {f"math-{config.domain.seed}-{i}": 1 + i % 2 for i in range(config.domain.n_test)}
+
+
+def test_run_study_schema_files_and_resume(tmp_path):
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 200
+    calls, lines = [], []
+    study = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "direct"], seeds=[13, 42],
+                        runner=_fake_runner(calls), depth_fn=_depths, log=lines.append)
+    assert len(calls) == 4
+    assert any("ETA" in line for line in lines)
+    assert set(study) == {"seeds", "n_test", "arms", "wall_s"}
+    assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test
+    keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "available"}
+    for name in ("cocoda", "frozen_library"):
+        a = study["arms"][name]
+        assert set(a) == keys and a["available"] is True
+        assert a["ci95"][0] <= a["test_acc"] <= a["ci95"][1]
+        assert len(a["per_seed"]) == 2 and set(a["per_depth"]) == {"1", "2"}
+    assert study["arms"]["cocoda"]["delta_vs_cocoda"] == 0.0 and study["arms"]["cocoda"]["delta_ci95"] == [0.0, 0.0]
+    direct = study["arms"]["direct"]
+    assert direct["available"] is False and direct["reason"] and direct["test_acc"] is None
+    assert json.loads((tmp_path / "study.json").read_text()) == study
+    for f in ("study.md", "plots/accuracy_per_arm.png", "plots/accuracy_per_depth.png", "plots/val_per_round.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    assert (tmp_path / "cocoda" / "seed_13" / "report.json").exists()
+    # resumed: nothing reruns, the same study comes back
+    again = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "direct"], seeds=[13, 42],
+                        runner=_fake_runner(calls), depth_fn=_depths, log=lines.append)
+    assert len(calls) == 4
+    assert again["arms"] == study["arms"]
+
+
+def test_markdown_rows_and_verdicts(tmp_path):
+    study = {"seeds": [1], "n_test": 10, "wall_s": 5.0, "arms": {
+        "cocoda": {"test_acc": 0.5, "ci95": [0.4, 0.6], "per_seed": [0.5], "per_depth": {"1": 0.6, "2": 0.4},
+                   "delta_vs_cocoda": 0.0, "delta_ci95": [0.0, 0.0], "available": True},
+        "no_gar": {"test_acc": 0.45, "ci95": [0.35, 0.55], "per_seed": [0.45], "per_depth": {"1": 0.5},
+                   "delta_vs_cocoda": -0.05, "delta_ci95": [-0.1, 0.02], "available": True},
+        "frozen_library": {"test_acc": 0.3, "ci95": [0.2, 0.4], "per_seed": [0.3], "per_depth": {"1": 0.3, "2": 0.3},
+                           "delta_vs_cocoda": -0.2, "delta_ci95": [-0.3, -0.1], "available": True},
+        "direct": {"test_acc": None, "ci95": None, "per_seed": None, "per_depth": None, "delta_vs_cocoda": None,
+                   "delta_ci95": None, "available": False, "reason": "no knob"}}}
+    md = T.markdown(study)
+    assert "| `no_gar` | 0.450 [0.350, 0.550] | -0.050 [-0.100, +0.020] | not distinguishable | 0.500 | — |" in md
+    assert "| worse |" in md and "| reference |" in md
+    assert "- `direct`: no knob" in md
+    paths = T.write_all(study, tmp_path, {"cocoda": [[{"round": 0, "val_accuracy": 0.2}]]})
+    assert len(paths) == 4 and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_study_config_presets():
+    d, s = study_config.get_config(), study_config.get_config("smoke")
+    assert d.preset == "default" and d.run.domain.n_test == 1000 and tuple(d.seeds) == (13, 42, 2026)
+    assert len(d.arms) == 10
+    assert tuple(s.arms) == ("cocoda", "frozen_library") and len(s.seeds) == 1 and s.run.domain.n_test <= 16
+    with pytest.raises(ValueError):
+        study_config.get_config("nope")
