@@ -78,7 +78,7 @@ def get_config() -> ml_collections.ConfigDict:
     # signal: what the tracker reads, "reward" (R = R_res + lam * sum Phi, what GRPO trains on) or
     # "progress" (the RODS paper's R_P).
     c.rods = ml_collections.ConfigDict(dict(
-        enabled=True, n_seeds=256, background=True, signal="reward",
+        enabled=True, n_seeds=256, background=True, signal="reward", selection="priority",
         thresholds=ml_collections.ConfigDict(dict(
             window=4, mastered=0.85, hard=0.2, beta=0.2, p_max=400, burn_in_epochs=1, synth_per_epoch=8,
             variants_per_seed=2, k_max=3))))

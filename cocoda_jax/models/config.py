@@ -252,6 +252,17 @@ def tiny(vocab_size: int = 1024) -> ModelConfig:
                                           param_dtype="float32")
 
 
+def tiny_x4(vocab_size: int = 1024) -> ModelConfig:
+    """``tiny`` at 4x its non-embedding parameters (width x2: ~3.1M), the study's ``large_frozen``
+    planner (the small-vs-large claim); same layout, fp32."""
+    return ModelConfig(family="qwen3", vocab_size=vocab_size, d_model=256, n_layers=4, n_heads=8,
+                       n_kv_heads=4, head_dim=32, ffn_dim=768, rope_theta=10_000.0, rms_norm_eps=1e-6,
+                       tie_embeddings=True, qk_norm=True, max_seq_len=512, dtype="float32", param_dtype="float32")
+
+
+#: The CPU presets, whose vocabulary is the run's own trained BPE (the others load an HF tokenizer).
+TOKENIZER_VOCAB_PRESETS = ("tiny", "tiny_x4")
+
 PRESETS = {
         "qwen3_0p6b": qwen3_0p6b,
         "qwen3_1p7b": qwen3_1p7b,
@@ -260,6 +271,7 @@ PRESETS = {
         "qwen3_32b": qwen3_32b,
         "llama3_8b": llama3_8b,
         "tiny": tiny,
+        "tiny_x4": tiny_x4,
 }
 
 

@@ -46,6 +46,10 @@ from cocoda_jax.rods.synthesis import (BackgroundSynthesizer, Job, Outcome, Synt
                                        derived_seed, rejection_counts)
 from cocoda_jax.rods.tracker import Tracker
 
+#: How :meth:`Curriculum.sample` picks from the live pool: RODS's priority order, or uniformly
+#: (the ``rods_random`` ablation: the same pool, synthesis and retirement, no boundary targeting).
+SELECTIONS = ("priority", "uniform")
+
 
 class Curriculum:
     """RODS as the training loop's task source, one epoch at a time (an epoch = one co-evolution round).
@@ -67,7 +71,10 @@ class Curriculum:
                  synthesize: Callable[[Job], Outcome] | None = None, background: bool = True,
                  library: Any = None, sandbox: Any = None,
                  write: Callable[[Path, bytes], None] = persistence.atomic_write,
-                 collect_timeout_s: float | None = None):
+                 collect_timeout_s: float | None = None, selection: str = "priority"):
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+        self.selection = selection
         self.config = config
         self.directory = Path(directory)
         self.run_seed = int(run_seed)
@@ -201,6 +208,8 @@ class Curriculum:
         breaks ties reproducibly. So boundary tasks come first by priority, then the rest, nearest
         to the boundary first. ``n <= live``: no duplicates; ``n > live``: the whole order repeats
         (every task ``n // live`` or ``n // live + 1`` times).
+
+        ``selection="uniform"``: the key is ``h`` alone, a seeded uniform permutation of the live pool.
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"n must be an int >= 0, got {n!r}")
@@ -212,6 +221,8 @@ class Curriculum:
         e = self._pool.epoch
 
         def key(t: str) -> tuple[int, float, int, str]:
+            if self.selection == "uniform":
+                return 0, 0.0, derived_seed("rods-sample", seed, e, t), t
             s = self._tracker.get(t)
             if s is None:
                 tier, p = 0, 1.0

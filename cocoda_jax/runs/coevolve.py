@@ -212,7 +212,7 @@ class _TaskSource:
         if rods.curriculum is None:
             return cls(seeds, None)
         return cls(seeds, Curriculum(seeds, rods.curriculum, ctx.workdir, run_seed=ctx.seed, library=library,
-                                     sandbox=ctx.sandbox, background=rods.background))
+                                     sandbox=ctx.sandbox, background=rods.background, selection=rods.selection))
 
     def sample(self, ctx: _RunContext, iteration: int) -> list[Any]:
         """GRPO iteration ``iteration``'s tasks (registered in ``ctx.tasks_by_id``)."""

@@ -25,6 +25,7 @@ import ml_collections
 from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.data import domain as D
 from cocoda_jax.execution import Sandbox
+from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS
 from cocoda_jax.models.config import ConfigError  # the one config error (re-exported for the launchers)
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
 from cocoda_jax.report.coevolution import write_text_atomic
@@ -238,7 +239,7 @@ def build_planner(config: ConfigLike, vocab_size: int, mesh: Any):
         cfg = get_preset(model.preset)
     except Exception as e:
         raise ConfigError(f"config.model.preset: {e}") from e
-    if model.preset == "tiny":
+    if model.preset in TOKENIZER_VOCAB_PRESETS:
         cfg = dataclasses.replace(cfg, vocab_size=vocab_size)
     elif cfg.vocab_size < vocab_size:
         raise ConfigError(f"the tokenizer has {vocab_size} ids, more than the model's {cfg.vocab_size}")

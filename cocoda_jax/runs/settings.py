@@ -14,7 +14,8 @@ keep it: ``rollout`` (:class:`~cocoda_jax.rl.loop.RolloutConfig`), ``retrieval``
 No key gets a default the configs do not give, except the ones the jobs always treated as optional:
 the ``distributed``, ``warm``, ``coevolve``, ``rods`` and ``report`` sections (``launch.train`` needs
 none of the last four; ``launch.coevolve`` requires them), ``domain.module`` (``""``), ``grpo.advantage``
-and ``grpo.loss`` (``"grpo"``), ``rods.signal`` (``"reward"``) and ``coevolve.mine_in_rounds`` (``True``).
+and ``grpo.loss`` (``"grpo"``), ``rods.signal`` (``"reward"``), ``rods.selection``
+(``"priority"``) and ``coevolve.mine_in_rounds`` (``True``).
 
 ``domain`` is the one open section: apart from ``name`` and ``module`` its keys are the registered
 domain's own (``cocoda_jax.data.domain``: each domain class lists and checks them when it builds its
@@ -39,6 +40,7 @@ from cocoda_jax.rl.loop import RolloutConfig
 from cocoda_jax.rl.prompts import RetrievalConfig
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rods.config import RodsConfig
+from cocoda_jax.rods.curriculum import SELECTIONS
 from cocoda_jax.rods.tracker import SIGNALS
 
 
@@ -366,6 +368,7 @@ class RodsSettings(_Section):
     background: bool
     thresholds: RodsConfig
     signal: str = "reward"
+    selection: str = "priority"  # "uniform": the rods_random ablation (cocoda_jax.rods.curriculum.SELECTIONS)
 
     def __post_init__(self) -> None:
         self._bool("enabled")
@@ -374,6 +377,7 @@ class RodsSettings(_Section):
         if not isinstance(self.thresholds, RodsConfig):
             raise ConfigError(f"config.rods.thresholds must be a section parsed as RodsConfig, got {self.thresholds!r}")
         self._str("signal", choices=SIGNALS)
+        self._str("selection", choices=SELECTIONS)
 
     @property
     def curriculum(self) -> RodsConfig | None:

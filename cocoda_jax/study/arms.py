@@ -22,6 +22,13 @@ Why each available arm's overrides do what the name says (read from the code, no
   so no accepted tool is ever dropped. Every round is therefore accepted as a pair.
 * ``rods_off``: ``rods.enabled=False``: GRPO's tasks are a static seeded draw from the same
   ``rods.n_seeds`` seed tasks (``_TaskSource.sample`` -> ``loop.sample_tasks``).
+* ``rods_random``: ``rods.selection="uniform"``: ``Curriculum.sample`` takes a seeded uniform
+  permutation of the live pool instead of boundary-first priority order; the pool, synthesis and
+  retirement are RODS's.
+* ``no_ctd``: ``coevolve.mine_in_rounds=False``: the warm library and its refactored
+  demonstrations, then ``mine_and_validate`` mines nothing in the rounds.
+* ``large_frozen``: ``model.preset="tiny_x4"`` (``models/config.py``: tiny at twice the width,
+  4.0x its non-embedding parameters) with ``coevolve.frozen_library=True``.
 """
 
 from __future__ import annotations
@@ -53,20 +60,6 @@ class Arm:
             raise ValueError(f"arm {self.name!r}: an unavailable arm has no overrides")
 
 
-#: Parameter counts behind ``large_frozen``'s verdict (``ModelConfig.num_params``, embeddings
-#: included; ``tiny`` at the default ``model.vocab_size=1024``).
-PRESET_PARAMS = {"tiny": 918_912, "qwen3_0p6b": 596_049_920, "qwen3_1p7b": 1_720_574_976,
-                 "qwen3_4b": 4_022_468_096, "llama3_8b": 8_030_261_248, "qwen3_8b": 8_190_735_360,
-                 "qwen3_32b": 32_762_123_264}
-
-_LARGE_REASON = (
-    "no model preset is ~4x 'tiny' in parameters: cocoda_jax.models.config.PRESETS has tiny "
-    "(918,912 params at vocab_size=1024; 787,840 without the tied embedding) and then qwen3_0p6b "
-    "(596,049,920: ~650x tiny), qwen3_1p7b, qwen3_4b, llama3_8b, qwen3_8b, qwen3_32b; the real "
-    "presets also use the 151,936-token HF vocabulary and bf16 and need HF weights "
-    "(model.hf_checkpoint) to be meaningful. A ~4x preset (e.g. d_model=256, n_layers=4, "
-    "ffn_dim=768: 4x the non-embedding parameters) must be added to PRESETS first")
-
 ARMS: tuple[Arm, ...] = (
     Arm("cocoda", "the main job: co-evolved library, TDR, graph-aware reward, acceptance, RODS"),
     Arm("frozen_library", "the library frozen at its primitives (no warm library, no mining)",
@@ -77,16 +70,16 @@ ARMS: tuple[Arm, ...] = (
     Arm("no_acceptance", "every round's (planner, library) pair accepted (tolerance 1 on an accuracy in [0, 1])",
         {"coevolve.acceptance.tolerance": 1.0}),
     Arm("rods_off", "RODS off: a static seeded draw from the seed tasks", {"rods.enabled": False}),
-    Arm("large_frozen", "a ~4x larger planner with the library frozen", available=False, reason=_LARGE_REASON),
+    Arm("large_frozen", "a 4x larger planner (tiny_x4: 4x the non-embedding parameters) with the library frozen",
+        {"model.preset": "tiny_x4", "coevolve.frozen_library": True}),
     Arm("direct", "the planner answers without tools in one step", available=False,
         reason="no config knob makes the planner answer without tools in one step: the SFT demonstrations "
                "are tool-calling programs, and retrieval.mode='none' only drops the tool cards from the "
                "prompt (rollout.max_steps=1 would cut multi-step plans, not train a direct answer)"),
     Arm("no_ctd", "-CTD: the library frozen after the warm stage (warm library kept, no growth in the rounds)",
         {"coevolve.mine_in_rounds": False}),
-    Arm("rods_random", "uniform task choice from the RODS pool", available=False,
-        reason="no config knob samples the RODS pool uniformly: Curriculum.sample always ranks by tier and "
-               "priority, and rods.enabled=False draws from the seed tasks only (no synthesized variants)"),
+    Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",
+        {"rods.selection": "uniform"}),
 )
 
 _BY_NAME = {a.name: a for a in ARMS}
@@ -140,4 +133,4 @@ def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> m
     return apply_overrides(run_config, {**arm.overrides, "seed": int(seed), "domain.seed": int(seed)})
 
 
-__all__ = ["ARMS", "Arm", "PRESET_PARAMS", "apply_overrides", "cell_config", "get", "names", "select"]
+__all__ = ["ARMS", "Arm", "apply_overrides", "cell_config", "get", "names", "select"]

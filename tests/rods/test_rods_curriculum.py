@@ -199,6 +199,22 @@ def test_sample_prefers_boundary_tasks_and_is_deterministic(tmp_path, seed_tasks
             cur.sample(-1, seed=3)
 
 
+def test_uniform_selection_ignores_the_regions_and_is_seeded(tmp_path, seed_tasks):
+    """``selection="uniform"`` (the rods_random ablation): the same pool, any region equally likely."""
+    with Curriculum(seed_tasks, CFG, tmp_path, run_seed=0, synthesize=_rejecting, background=False,
+                    selection="uniform") as cur:
+        ids = [t.id for t in cur.tasks()]
+        cur.observe({t: [1.0] * 4 for t in ids[:10]})  # mastered: priority order would put them last
+        n = len(ids) // 2
+        picks = [{t.id for t in cur.sample(n, seed=s)} for s in range(40)]
+        assert cur.sample(n, seed=7) == cur.sample(n, seed=7) and all(len(p) == n for p in picks)
+        share = sum(len(p & set(ids[:10])) for p in picks) / (40 * n)
+        assert abs(share - 10 / len(ids)) < 0.1  # mastered tasks drawn at their share of the pool
+    with pytest.raises(ValueError, match="selection"):
+        Curriculum(seed_tasks, CFG, tmp_path / "x", run_seed=0, synthesize=_rejecting, background=False,
+                   selection="random")
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=1, max_size=4) | st.none(),
                 min_size=8, max_size=8),

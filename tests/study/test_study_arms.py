@@ -13,7 +13,8 @@ def test_registry_names_and_availability():
     assert A.names() == ("cocoda", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off",
                          "large_frozen", "direct", "no_ctd", "rods_random")
     available = {a.name for a in A.ARMS if a.available}
-    assert available == {"cocoda", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off", "no_ctd"}
+    assert available == {"cocoda", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off", "no_ctd",
+                         "rods_random", "large_frozen"}
     for a in A.ARMS:
         assert bool(a.reason) != a.available
     assert A.get("cocoda").overrides == {}
@@ -62,10 +63,10 @@ def test_no_gar_is_result_only():
     assert A.get("no_gar").overrides == {"reward.name": "result"}
 
 
-def test_preset_parameter_counts_are_current():
-    for name, n in A.PRESET_PARAMS.items():
-        cfg = tiny(1024) if name == "tiny" else PRESETS[name]()
-        assert cfg.num_params() == n
-    ratios = [n / A.PRESET_PARAMS["tiny"] for k, n in A.PRESET_PARAMS.items() if k != "tiny"]
-    assert not any(2 <= r <= 8 for r in ratios)  # hence large_frozen is unavailable
-    assert not A.get("large_frozen").available
+def test_large_frozen_is_four_times_the_planner():
+    def non_embedding(c):
+        attn = c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads)
+        return c.n_layers * (attn + 3 * c.d_model * c.ffn_dim)
+    assert non_embedding(PRESETS["tiny_x4"]()) == 4 * non_embedding(tiny())
+    assert A.get("large_frozen").overrides == {"model.preset": "tiny_x4", "coevolve.frozen_library": True}
+
