@@ -16,7 +16,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not us
 
 def tiny_bfcl_config():
     c = bfcl_multi_turn.get_config()
-    c.domain.n_train, c.domain.n_val, c.domain.n_test = 32, 4, 4
+    c.domain.n_train, c.domain.n_val, c.domain.n_test = 24, 4, 4
     c.model.vocab_size = 600
     c.sft.steps, c.sft.batch_size, c.sft.warmup_steps = 2, 2, 1
     c.grpo.iterations, c.grpo.iterations_per_round = 1, 1

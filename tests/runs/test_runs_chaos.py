@@ -80,12 +80,11 @@ def test_timing_fields_are_left_out_of_the_comparison(tmp_path):
 
 
 def test_killed_and_resumed_the_job_ends_where_an_uninterrupted_run_ends(tiny_run, tmp_path):
-    """SIGKILLs inside the validation of a mined composite, SFT, GRPO, a checkpoint write, the
-    RODS files, the report and a RODS synthesis job (the session's tiny run is the reference)."""
+    """SIGKILLs inside the validation of a mined composite, SFT, a checkpoint write, GRPO and a RODS
+    synthesis job (the session's tiny run is the reference; ``launch.chaos`` kills at every point)."""
     reference, _, trace = tiny_run
-    points = ["validation/candidate", "sft/step", "grpo/iteration", "checkpoint/write", "rods/saved", "report/write",
-              "rods/synthesis"]
-    result = chaos.run(["--config=configs/chaos.py"], tmp_path, kills=6, seed=0, points=points,
+    points = ["validation/candidate", "sft/step", "grpo/iteration", "checkpoint/write", "rods/synthesis"]
+    result = chaos.run(["--config=configs/chaos.py"], tmp_path, kills=4, seed=0, points=points,
                        reference=reference, trace=trace, log=lambda _: None)
     assert result["differences"] == []
     assert set(result["phases_killed"]) == set(points), result["kills"]
