@@ -9,7 +9,7 @@ leave what an uninterrupted run leaves (``launch/chaos.py``; ``tests/runs/test_r
    ``name`` the restarted process makes before that position, counted from the point it resumes
    at, read off its newest checkpoint) and must die by SIGKILL; then resumed with the next kill,
    ..., and finally run to the end. A kill inside a RODS synthesis job (a background thread whose
-   timing is not in the trace) comes last.
+   timing is not in the trace) goes where a job must run (:func:`with_background_kill`).
 4. The two directories are compared: every ``library/*.json`` and ``rods/**`` file byte for byte,
    ``metrics.jsonl`` and ``report.json`` with their wall-clock fields left out (they differ between
    any two runs).
@@ -93,6 +93,17 @@ def kill_at(trace: Sequence[str], position: int, start: int) -> Kill:
     """The kill that stops a process started at trace index ``start`` at ``position``."""
     point = trace[position]
     return Kill(point, sum(1 for n in trace[start:position + 1] if n == point), position)
+
+
+def with_background_kill(trace: Sequence[str], positions: Sequence[int]) -> list[int | None]:
+    """``positions`` with the synthesis kill (``None``) inserted where a synthesis job must run: a
+    job planned at an epoch boundary is collected (waited for) at the next one, so a process that
+    starts before the second ``rods/saved`` runs one. The kill goes before the first main-thread kill
+    past that point (at the end of a run, pending jobs race the process's exit)."""
+    saved = [i for i, name in enumerate(trace) if name == "rods/saved"]
+    collect_at = saved[1] if len(saved) > 1 else len(trace)
+    cut = next((k for k, p in enumerate(positions) if p > collect_at), len(positions))
+    return [*positions[:cut], None, *positions[cut:]]
 
 
 #: The report's and metrics' wall-clock fields (they differ between any two runs).
@@ -185,7 +196,7 @@ def run(config_args: Sequence[str], workdir: str | Path, *, kills: int = 6, seed
     positions = plan_positions(trace, kills, seed, points)
     background = BACKGROUND in full_trace and (points is None or BACKGROUND in points)
     done: list[dict[str, Any]] = []
-    for i, position in enumerate([*positions, None] if background else positions):
+    for i, position in enumerate(with_background_kill(trace, positions) if background else positions):
         start = restart_index(trace, _rounds_checkpointed(chaos))
         if position is not None and position < start:
             done.append({"position": position, "point": trace[position], "skipped": "before the resume point"})
@@ -215,4 +226,5 @@ def run(config_args: Sequence[str], workdir: str | Path, *, kills: int = 6, seed
 
 
 __all__ = ["ChaosError", "Kill", "compare_runs", "kill_at", "plan_positions", "restart_index", "run",
+           "with_background_kill",
            "without_timing"]
