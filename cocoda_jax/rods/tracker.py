@@ -208,14 +208,18 @@ class Tracker:
         return out
 
     def boundary_variance_ratio(self, task_ids: Iterable[str] | None = None) -> float | None:
-        """Mean group variance of boundary tasks over that of all other observed tasks (paper: ~2x)."""
+        """Mean group variance of boundary tasks over that of all other observed tasks (paper: ~2x).
+
+        None when it is undefined: no boundary task, no other observed task, or others whose groups
+        all agree (variance 0, as a few mastered or all-fail tasks do early in a run); the ratio would
+        be infinite, and the run's JSON records (metrics, checkpoint payloads) refuse infinities."""
         regions = self.by_region(task_ids)
         others = regions["mastered"] + regions["hard"]
         if not regions["boundary"] or not others:
             return None
         b = math.fsum(self.stats[t].group_variance for t in regions["boundary"]) / len(regions["boundary"])
         o = math.fsum(self.stats[t].group_variance for t in others) / len(others)
-        return math.inf if o == 0 else b / o
+        return None if o == 0 else b / o
 
     # -- JSON ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

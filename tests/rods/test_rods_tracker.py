@@ -157,3 +157,14 @@ def test_boundary_variance_ratio_on_the_simulated_policy():
     assert v["boundary"] > v["mastered"] and v["boundary"] > v["hard"]
     assert 1.5 < ratio < 20
     assert Tracker(CFG).boundary_variance_ratio() is None
+
+
+def test_boundary_variance_ratio_is_none_when_the_other_regions_never_vary():
+    """Boundary tasks against mastered/hard ones whose groups all agree: the ratio is unbounded, so
+    it is None (an infinity broke the run's JSON checkpoint payload; found by a chaos-config run)."""
+    t = Tracker(CFG)
+    for epoch in range(CFG.window):
+        t = t.observe_groups({"always": [1.0] * 4, "never": [0.0] * 4, "half": [1.0, 0.0, 1.0, 0.0]}, epoch)
+    regions = t.by_region()
+    assert "always" in regions["mastered"] and "never" in regions["hard"] and "half" in regions["boundary"]
+    assert t.boundary_variance_ratio() is None
