@@ -38,6 +38,7 @@ setup(
         "test": [
             "pytest>=8.3,<10",
             "pytest-timeout>=2.3,<3",
+            "pytest-xdist>=3.6,<4",
             "hypothesis>=6.120,<7",
             "torch==2.13.0",
         ],

@@ -1,27 +1,31 @@
-"""The smallest whole run of the main job: every stage in seconds (the end-to-end tests' run, and
-``launch/chaos.py``'s default). It passes every failpoint of the main thread but the round's
-mining and refresh: a planner this small solves no GRPO task, so a round mines nothing (stage 1
-mines and validates composites from the demonstrations). RODS: ``burn_in_epochs=0`` and ``hard=0``
-(a task none of whose rollouts succeeds is at the boundary, not hard) so that it plans variant
-synthesis at the first epoch boundary and runs it during the second round."""
+"""The chaos run's config (``launch/chaos.py``'s default, and the tests' one whole run): a run of
+about two minutes on 2 cores that passes every failpoint of the main thread, a composite mined,
+validated and accepted inside a round included.
 
-from configs import default
+For a round to mine, GRPO rollouts must succeed, on at least two tasks that share a pattern. The
+tiny planner learns that only by memorising: SFT on the first 8 training tasks (``max_depth=1``:
+two- and three-call programs; task 0's longer program does not fit ``max_len`` and is dropped), 120
+steps, and GRPO draws from the same 8 tasks (``rods.n_seeds``). Tasks 1 and 5 both start
+``dozens_to_items -> subtract``; round 1 solves both (train accuracy ~0.8) and mines that motif.
+Two choices make that possible and differ from the default: ``warm.rounds=0`` (stage 1 would mine
+the same recurring motif from the same demonstrations, leaving the round nothing to find) and the
+abstractor's ``tool_cost = body_cost = 0`` (a two-call motif in two tasks then compresses; at cost 1
+it needs four uses). So this config does not pass ``warm/round``: ``configs/tiny.py`` does.
+RODS: ``burn_in_epochs=0`` and ``hard=0`` (see ``configs/tiny.py``), so synthesis runs in round 2.
+"""
+
+from configs import tiny
 
 
 def get_config():
-    c = default.get_config()
-    c.domain.n_train, c.domain.n_val, c.domain.n_test = 48, 6, 6
-    c.model.vocab_size = 400
-    c.mesh.data = 1  # one device: the sharded steps are tested in tests/rl (8 fake devices there)
-    c.sft.steps, c.sft.batch_size, c.sft.n_demos, c.sft.warmup_steps = 4, 4, 48, 1
-    c.grpo.iterations, c.grpo.iterations_per_round = 3, 1
-    c.grpo.tasks_per_iteration, c.grpo.group_size, c.grpo.eval_every = 2, 2, 2
-    c.rollout.max_steps, c.rollout.max_new_tokens = 2, 8
-    c.rollout.max_len, c.rollout.length_multiple = 512, 512
-    c.checkpoint.every_sft_steps, c.checkpoint.every_iterations = 2, 1
-    c.coevolve.rounds, c.coevolve.refresh_sft_steps, c.coevolve.refresh_demos = 2, 1, 8
-    c.rods.n_seeds = 16
-    c.rods.thresholds.synth_per_epoch = 2
-    c.rods.thresholds.burn_in_epochs, c.rods.thresholds.hard = 0, 0.0
-    c.report.retrieval_queries = 2
+    c = tiny.get_config()
+    c.domain.max_depth = 1
+    c.warm.rounds = 0
+    c.coevolve.abstractor.tool_cost, c.coevolve.abstractor.body_cost = 0.0, 0.0
+    c.sft.steps, c.sft.batch_size, c.sft.n_demos = 120, 8, 8
+    c.sft.learning_rate, c.sft.warmup_steps = 2e-2, 5
+    c.rods.n_seeds = 8
+    c.rollout.max_steps, c.rollout.max_new_tokens = 4, 20
+    c.rollout.max_len, c.rollout.length_multiple = 256, 256
+    c.grpo.tasks_per_iteration, c.grpo.group_size = 8, 2
     return c

@@ -11,14 +11,14 @@ intervals) and ``bootstrap_seed``.
 
 Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (its
 wall-clock budget is unmeasured: 6 runnable arms x 3 seeds = 18 runs of the default job, plus the
-1000-task test evaluation of each). ``smoke``: configs/chaos.py's tiny budgets, 8 test tasks,
+1000-task test evaluation of each). ``smoke``: configs/tiny.py's budgets, 8 test tasks,
 cocoda and frozen_library, one seed (a few minutes on the CPU).
 """
 
 import ml_collections
 
 from cocoda_jax.study import arms
-from configs import chaos, default
+from configs import default, tiny
 
 PRESETS = ("default", "smoke")
 
@@ -30,7 +30,7 @@ def get_config(preset: str | None = None) -> ml_collections.ConfigDict:
         run.domain.n_test = 1000
         seeds, names = (13, 42, 2026), arms.names()
     elif preset == "smoke":
-        run = chaos.get_config()
+        run = tiny.get_config()
         run.domain.n_test = 8
         seeds, names = (13,), ("cocoda", "frozen_library")
     else:

@@ -1,7 +1,7 @@
 r"""Chaos-tested resume: kills the main job (SIGKILL) at random failpoints, resumes it each time, and
 checks that it ends where an uninterrupted run ends (cocoda_jax/runs/chaos.py says how).
 
-    python -m launch.chaos --workdir=/tmp/chaos                       # configs/chaos.py, 10 kills
+    python -m launch.chaos --workdir=/tmp/chaos                       # configs/chaos.py (mines in a round), 10 kills
     python -m launch.chaos --workdir=DIR --kills=10 --seed=3 -- --config=configs/chaos.py --config.seed=1
 
 Arguments after ``--`` go to ``launch.coevolve`` unchanged. Prints ``chaos.json`` (the plan, each

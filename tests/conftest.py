@@ -24,16 +24,26 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """One whole run of the main job on configs/chaos.py, shared read-only by the tests that
-    inspect what a run writes (report, plots, report.html) and by the chaos test (its reference,
-    with the failpoints it passed in ``trace``). Returns ``(workdir, report, trace path)``."""
+    """One whole run of the main job on configs/chaos.py (a composite mined inside a round), shared
+    read-only by the tests that inspect what a run writes (report, plots, report.html) and by the
+    chaos test (its reference, with the failpoints it passed in ``trace``). Returns
+    ``(workdir, report, trace path)``."""
     from cocoda_jax import failpoints
     from cocoda_jax.runs import coevolve
-    from tests.runs.conftest import tiny_config
+    from configs import chaos
 
     root = tmp_path_factory.mktemp("tiny_run")
     trace = root / "reference.trace"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(failpoints.TRACE_ENV, str(trace))
-        report = coevolve.run(tiny_config(), root / "run", progress=False)
+        report = coevolve.run(chaos.get_config(), root / "run", progress=False)
     return root / "run", report, trace
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n 2 --dist loadgroup`` (README's test command), keep each module on one
+    worker (its module-scoped fixtures, e.g. the BFCL miniature, are built once) and every test of
+    the session's ``tiny_run`` on one worker (the run is made once)."""
+    for item in items:
+        group = "tiny_run" if "tiny_run" in item.fixturenames else item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(group))

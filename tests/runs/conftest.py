@@ -2,14 +2,14 @@
 
 import pytest
 
-from configs import chaos
+from configs import tiny
 
 TIMING_KEYS = ("rollout_s", "update_s", "rollout_tokens_per_s", "train_tokens_per_s")
 
 
 def tiny_config(**over):
-    """configs/chaos.py (every stage in seconds) with ``section__key=value`` overrides."""
-    c = chaos.get_config()
+    """configs/tiny.py (every stage in seconds) with ``section__key=value`` overrides."""
+    c = tiny.get_config()
     for k, v in over.items():
         section, key = k.split("__")
         c[section][key] = v

@@ -86,11 +86,14 @@ def test_timing_fields_are_left_out_of_the_comparison(tmp_path):
 
 
 def test_killed_and_resumed_the_job_ends_where_an_uninterrupted_run_ends(tiny_run, tmp_path):
-    """SIGKILLs inside SFT, a checkpoint write, GRPO and a RODS synthesis job (the session's tiny
-    run is the reference; ``launch.chaos`` kills at every point, validation and mining included)."""
-    reference, _, trace = tiny_run
-    points = ["sft/step", "grpo/iteration", "checkpoint/write", "rods/synthesis"]
-    result = chaos.run(["--config=configs/chaos.py"], tmp_path, kills=3, seed=0, points=points,
+    """SIGKILLs inside SFT, GRPO, the round's mining and validation, a checkpoint write and a RODS
+    synthesis job; the session's run of configs/chaos.py, which mines a composite inside round 1,
+    is the reference (``launch.chaos`` kills at every point the run passes)."""
+    reference, report, trace = tiny_run
+    assert report["per_round"][1]["inserted"], "the reference must mine a composite inside a round"
+    points = ["sft/step", "grpo/iteration", "mining/proposed", "validation/candidate", "checkpoint/write",
+              "rods/synthesis"]
+    result = chaos.run(["--config=configs/chaos.py"], tmp_path, kills=5, seed=0, points=points,
                        reference=reference, trace=trace, log=lambda _: None)
     assert result["differences"] == []
     assert set(result["phases_killed"]) == set(points), result["kills"]
