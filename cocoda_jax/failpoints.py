@@ -32,7 +32,9 @@ POINTS = {
     "refresh/step": "stage 3: after each step of the SFT refresh on refactored demonstrations",
     "rods/synthesis": "RODS: inside a variant-synthesis job (on the background thread)",
     "rods/saved": "RODS: the epoch's files written, the round's checkpoint not yet",
-    "checkpoint/write": "inside a checkpoint write: Orbax started, the step not committed",
+    "checkpoint/write": "in a checkpoint write: Orbax has committed the step (its save is synchronous), the "
+                        "caller's files that follow it (the round's library JSON) not yet written; a kill "
+                        "while Orbax writes leaves a temporary directory that restore ignores",
     "library/json": "after a round's checkpoint, before its library JSON is written",
     "report/write": "the final report: test evaluated, report.json not yet written",
 }

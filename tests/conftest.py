@@ -6,7 +6,15 @@ any test module imports jax.
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+#: The environment of the main job's subprocesses (the chaos test and its reference): this process's
+#: before the fake devices below, so they run as a user's job does (the fake devices slow a
+#: single-device run; the reference and the chaos run must share one environment).
+JOB_ENV = dict(os.environ)
+
+# XLA's backend optimisation level 0: the tests' tiny programs compile in less time than level 2
+# saves running them (the suite is ~18% faster); the main job's subprocesses run with JOB_ENV.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -24,26 +32,14 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """One whole run of the main job on configs/chaos.py (a composite mined inside a round), shared
-    read-only by the tests that inspect what a run writes (report, plots, report.html) and by the
-    chaos test (its reference, with the failpoints it passed in ``trace``). Returns
-    ``(workdir, report, trace path)``."""
-    from cocoda_jax import failpoints
-    from cocoda_jax.runs import coevolve
-    from configs import chaos
+    """One whole run of the main job on configs/chaos.py (a composite mined inside a round), run as a
+    user runs it (``launch.coevolve`` in a subprocess, :data:`JOB_ENV`), shared read-only by the tests
+    that inspect what a run writes (report, plots, report.html) and by the chaos test (its reference,
+    with the failpoints it passed in ``trace``). Returns ``(workdir, report, trace path)``."""
+    import json
+
+    from cocoda_jax.runs import chaos
 
     root = tmp_path_factory.mktemp("tiny_run")
-    trace = root / "reference.trace"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(failpoints.TRACE_ENV, str(trace))
-        report = coevolve.run(chaos.get_config(), root / "run", progress=False)
-    return root / "run", report, trace
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under ``pytest -n 2 --dist loadgroup`` (README's test command), keep each module on one
-    worker (its module-scoped fixtures, e.g. the BFCL miniature, are built once) and every test of
-    the session's ``tiny_run`` on one worker (the run is made once)."""
-    for item in items:
-        group = "tiny_run" if "tiny_run" in item.fixturenames else item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(group))
+    run = chaos.reference_run(["--config=configs/chaos.py"], root / "run", root / "reference.trace", env=JOB_ENV)
+    return run, json.loads((run / "report.json").read_text()), root / "reference.trace"

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,26 +169,42 @@ def _rounds_checkpointed(workdir: Path) -> int | None:
     return None if latest is None else RunProgress.from_json(latest.payloads["progress"]).round
 
 
+def _job_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The jobs' environment: ``env`` (default: this process's) without failpoint settings."""
+    return {k: v for k, v in (os.environ if env is None else env).items()
+            if k not in (failpoints.KILL_ENV, failpoints.TRACE_ENV)}
+
+
+def reference_run(config_args: Sequence[str], workdir: str | Path, trace: str | Path, *, timeout_s: float = 1800.0,
+                  env: Mapping[str, str] | None = None) -> Path:
+    """An uninterrupted run of ``launch.coevolve`` in ``workdir`` that records its failpoint hits
+    in ``trace``; ChaosError if it fails. Returns ``workdir``."""
+    workdir, trace = Path(workdir), Path(trace)
+    trace.unlink(missing_ok=True)
+    rc = _job(config_args, workdir, {**_job_env(env), failpoints.TRACE_ENV: str(trace)}, timeout_s)
+    if rc != 0:
+        raise ChaosError(f"the reference run failed (exit status {rc}); see {workdir}.console.log")
+    return workdir
+
+
 def run(config_args: Sequence[str], workdir: str | Path, *, kills: int = 6, seed: int = 0,
         points: Sequence[str] | None = None, timeout_s: float = 1800.0, reference: str | Path | None = None,
-        trace: str | Path | None = None, log=print) -> dict[str, Any]:
+        trace: str | Path | None = None, env: Mapping[str, str] | None = None, log=print) -> dict[str, Any]:
     """The chaos run (module docstring) of ``launch.coevolve`` with ``config_args`` (e.g.
     ``["--config=configs/chaos.py"]``); returns (and writes to ``workdir/chaos.json``) the plan,
     what each kill did and the differences found. ``reference``/``trace``: a finished run of the
-    same config and its failpoint trace, used instead of making them. Raises :class:`ChaosError`
+    same config and its failpoint trace, used instead of making them (they must have run in the
+    same environment: ``env``, default this process's). Raises :class:`ChaosError`
     when a run fails or a kill does not kill; differences are returned, not raised."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    base_env = {k: v for k, v in os.environ.items() if k not in (failpoints.KILL_ENV, failpoints.TRACE_ENV)}
+    base_env = _job_env(env)
     chaos = workdir / "chaos"
     reference = Path(reference) if reference is not None else workdir / "reference"
     trace_file = Path(trace) if trace is not None else workdir / "reference.trace"
     t0 = time.perf_counter()
     if not (reference / "report.json").exists():
-        trace_file.unlink(missing_ok=True)
-        rc = _job(config_args, reference, {**base_env, failpoints.TRACE_ENV: str(trace_file)}, timeout_s)
-        if rc != 0:
-            raise ChaosError(f"the reference run failed (exit status {rc}); see {reference}.console.log")
+        reference_run(config_args, reference, trace_file, timeout_s=timeout_s, env=base_env)
     full_trace = trace_file.read_text().split()
     trace = [n for n in full_trace if n != BACKGROUND]
     log(f"reference: {len(trace)} failpoint hits ({time.perf_counter() - t0:.0f} s)")
@@ -225,6 +241,5 @@ def run(config_args: Sequence[str], workdir: str | Path, *, kills: int = 6, seed
     return result
 
 
-__all__ = ["ChaosError", "Kill", "compare_runs", "kill_at", "plan_positions", "restart_index", "run",
-           "with_background_kill",
-           "without_timing"]
+__all__ = ["ChaosError", "Kill", "compare_runs", "kill_at", "plan_positions", "reference_run", "restart_index", "run",
+           "with_background_kill", "without_timing"]

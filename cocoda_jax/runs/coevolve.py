@@ -384,7 +384,6 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     with common.sandbox_for(settings) as sandbox:
         ctx = _context(config, settings, workdir, sandbox, progress)
         latest = common.latest_checkpoint(workdir)
-        common.check_resume_config(latest, config, allow_config_change)
         writer = MetricsWriter(workdir, resume_step=common.claim_workdir(workdir, config, latest, allow_config_change))
         if latest is None:
             run_progress, library, state, ref = _stages_1_and_2(ctx, writer)

@@ -366,38 +366,30 @@ def config_diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
     return [] if saved == current else [f"{prefix[:-1]}: {saved!r} -> {current!r}"]
 
 
-def check_resume_config(latest: ckpt.Restored | None, config: Any, allow_change: bool) -> None:
-    """A resumed run must continue the run it resumes: a config that differs from the one the
-    checkpoint was written with is refused, naming every changed key, unless ``allow_change``."""
-    if latest is None or allow_change:
-        return
-    changed = config_diff(latest.config, config)
-    if changed:
-        raise ConfigError("the work directory holds a run with another config; resuming it with this one would "
-                          "mix two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
-                          "--allow_config_change to resume anyway")
-
-
 RUN_CONFIG = "config.json"
 
 
 def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:
-    """Marks ``workdir`` as this config's run (``config.json``, written before anything else) and
-    returns the metrics writer's ``resume_step``: the checkpoint's step when resuming; ``-1`` when
-    the same run died before its first checkpoint (its partial logs are dropped, it starts over);
-    ``None`` for a fresh directory. A directory claimed by another config is a ConfigError unless
-    ``allow_change`` (then the new config claims it)."""
+    """Marks ``workdir`` as this config's run and returns the metrics writer's ``resume_step``.
+
+    A work directory belongs to one run: the config is compared with the one the run was saved
+    with (the newest checkpoint's, else ``config.json``, which a run writes before anything else),
+    and a difference is a ConfigError naming every changed key, unless ``allow_change`` (then this
+    config claims the directory). Returns the checkpoint's step when resuming; ``-1`` when the same
+    run died before its first checkpoint (its partial logs are dropped, it starts over); ``None``
+    for a fresh directory."""
     path = Path(workdir) / RUN_CONFIG
     current = ckpt._to_jsonable(config.to_dict() if hasattr(config, "to_dict") else config, "config")
-    text = json.dumps(current, sort_keys=True, indent=2) + "\n"
     claimed = path.exists()
-    if claimed and not allow_change:
-        changed = config_diff(json.loads(path.read_text()), current)
+    saved = latest.config if latest is not None else json.loads(path.read_text()) if claimed else None
+    if saved is not None and not allow_change:
+        changed = config_diff(saved, current)
         if changed:
-            raise ConfigError(f"{workdir} holds a run with another config ({path.name}); changed: "
-                              + "; ".join(changed) + ". Use a fresh --workdir, or pass --allow_config_change")
+            raise ConfigError(f"{workdir} holds a run with another config; resuming it with this one would mix "
+                              "two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
+                              "--allow_config_change to resume anyway")
     if not claimed or allow_change:
-        write_text_atomic(path, text)
+        write_text_atomic(path, json.dumps(current, sort_keys=True, indent=2) + "\n")
     if latest is not None:
         return latest.step
     return -1 if claimed else None
@@ -415,7 +407,7 @@ def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) ->
 
 __all__ = [
     "ConfigError", "ConfigLike", "DOMAINS", "Domain", "RUN_CONFIG", "RunSettings", "build_bfcl_domain", "build_domain",
-    "build_planner", "check_resume_config", "claim_workdir", "config_diff", "domain_spec", "exit_on_config_error",
+    "build_planner", "claim_workdir", "config_diff", "domain_spec", "exit_on_config_error",
     "frozen_copy", "grpo_learner", "latest_checkpoint", "maybe_initialize_distributed", "mesh_of", "per_category",
     "prompt_cards", "refresh_learner", "require", "restore_state", "retrieval_config", "retrieval_summary",
     "reward_config", "rollout_config", "sandbox_for", "save_checkpoint", "section", "sft_learner", "tokenizer_for",

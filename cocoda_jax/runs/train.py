@@ -123,7 +123,6 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     with common.sandbox_for(settings) as sandbox:
         job = _build_job(config, settings, workdir, sandbox, progress, stop_after_step)
         latest = common.latest_checkpoint(workdir)
-        common.check_resume_config(latest, config, allow_config_change)
         start = TrainProgress.from_json(latest.payloads["progress"]) if latest else TrainProgress()
         writer = MetricsWriter(workdir, resume_step=common.claim_workdir(workdir, config, latest, allow_config_change))
         if start.phase is Phase.SFT:

@@ -30,9 +30,22 @@ def test_resuming_with_another_config_is_refused_unless_allowed(tmp_path):
     with pytest.raises(C.ConfigError, match=r"grpo\.learning_rate: .* -> 0\.5.*--allow_config_change"):
         train.run(changed, tmp_path, progress=False)
     latest = C.latest_checkpoint(tmp_path)
-    C.check_resume_config(latest, changed, allow_change=True)  # allowed: no error
-    C.check_resume_config(latest, config, allow_change=False)  # the same config resumes
-    C.check_resume_config(None, changed, allow_change=False)   # a fresh directory takes any config
+    assert C.claim_workdir(tmp_path, config, latest) == latest.step  # the same config resumes
+    assert C.claim_workdir(tmp_path, changed, latest, allow_change=True) == latest.step  # allowed: no error
+    # the checkpoint's config is the run's (config.json now holds the changed one, the checkpoint not)
+    with pytest.raises(C.ConfigError, match=r"grpo\.learning_rate"):
+        C.claim_workdir(tmp_path, changed, latest)
+    assert C.claim_workdir(tmp_path, config, latest) == latest.step
+    (tmp_path / "fresh").mkdir()
+    assert C.claim_workdir(tmp_path / "fresh", changed, None) is None  # a fresh directory takes any config
+
+
+def test_a_run_that_died_before_its_first_checkpoint_keeps_its_claim(tmp_path):
+    config, changed = tiny_config(), tiny_config(sft__steps=99)
+    assert C.claim_workdir(tmp_path, config, None) is None
+    assert C.claim_workdir(tmp_path, config, None) == -1  # the same run, started over
+    with pytest.raises(C.ConfigError, match=r"sft\.steps: .* -> 99"):
+        C.claim_workdir(tmp_path, changed, None)
 
 
 @pytest.mark.parametrize("launcher", ["launch.coevolve", "launch.train"])
