@@ -11,10 +11,7 @@ import os
 #: single-device run; the reference and the chaos run must share one environment).
 JOB_ENV = dict(os.environ)
 
-# XLA's backend optimisation level 0: the tests' tiny programs compile in less time than level 2
-# saves running them (the suite is ~18% faster); the main job's subprocesses run with JOB_ENV.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0").strip()
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
