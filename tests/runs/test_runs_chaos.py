@@ -11,7 +11,6 @@ import pytest
 
 from cocoda_jax import failpoints
 from cocoda_jax.runs import chaos
-from tests.conftest import JOB_ENV
 
 TRACE = ["warm/round", "validation/candidate", "warm/round", "sft/step", "sft/step", "checkpoint/write",
          "library/json", "grpo/iteration", "mining/proposed", "validation/candidate", "rods/saved",
@@ -95,7 +94,7 @@ def test_killed_and_resumed_the_job_ends_where_an_uninterrupted_run_ends(tiny_ru
     points = ["sft/step", "grpo/iteration", "mining/proposed", "validation/candidate", "checkpoint/write",
               "rods/synthesis"]
     result = chaos.run(["--config=configs/chaos.py"], tmp_path, kills=5, seed=0, points=points,
-                       reference=reference, trace=trace, env=JOB_ENV, log=lambda _: None)
+                       reference=reference, trace=trace, log=lambda _: None)
     assert result["differences"] == []
     assert set(result["phases_killed"]) == set(points), result["kills"]
     for rel in ("report.json", "library/round_002.json", "rods"):
