@@ -24,16 +24,18 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """One whole run of the main job on configs/chaos.py (a composite mined inside a round), run as a
-    user runs it (``launch.coevolve`` in a subprocess, in this session's environment, as the chaos
-    jobs are: with its 8 fake devices XLA's CPU results are bit-reproducible across processes, on
-    one device they were not, see docs/limits.md), shared read-only by the tests that inspect what a
-    run writes (report, plots, report.html) and by the chaos test (its reference, with the
-    failpoints it passed in ``trace``). Returns ``(workdir, report, trace path)``."""
-    import json
-
-    from cocoda_jax.runs import chaos
+    """One whole run of the main job on configs/chaos.py (a composite mined inside a round), shared
+    read-only by the tests that inspect what a run writes (report, plots, report.html) and by the
+    chaos test (its reference, with the failpoints it passed in ``trace``; its jobs run in this
+    session's environment, 8 fake devices included: see docs/limits.md on CPU numerics across
+    processes). Returns ``(workdir, report, trace path)``."""
+    from cocoda_jax import failpoints
+    from cocoda_jax.runs import coevolve
+    from configs import chaos
 
     root = tmp_path_factory.mktemp("tiny_run")
-    run = chaos.reference_run(["--config=configs/chaos.py"], root / "run", root / "reference.trace")
-    return run, json.loads((run / "report.json").read_text()), root / "reference.trace"
+    trace = root / "reference.trace"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(failpoints.TRACE_ENV, str(trace))
+        report = coevolve.run(chaos.get_config(), root / "run", progress=False)
+    return root / "run", report, trace
