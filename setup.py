@@ -39,6 +39,7 @@ setup(
             "pytest>=8.3,<10",
             "pytest-timeout>=2.3,<3",
             "pytest-xdist>=3.6,<4",
+            "filelock>=3.12,<4",
             "hypothesis>=6.120,<7",
             "torch==2.13.0",
         ],

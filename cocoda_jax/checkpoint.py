@@ -138,8 +138,9 @@ def _leaf_name(path) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", jax.tree_util.keystr(path, simple=True, separator=".")) or "leaf"
 
 
-def _to_jsonable(obj: Any, what: str) -> Any:
-    """Config/payload to plain JSON values (ConfigDict, dataclasses, tuples accepted)."""
+def to_jsonable(obj: Any, what: str) -> Any:
+    """Config/payload to plain JSON values (ConfigDict, dataclasses, tuples accepted): what a
+    checkpoint stores, so a config compares equal with the one a checkpoint holds."""
     if hasattr(obj, "to_dict") and callable(obj.to_dict):
         obj = obj.to_dict()
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -313,10 +314,10 @@ def _prepare(step, train_state, payloads, config, directory):
             raise InvalidSaveError(f"payload names must be non-empty strings, got {name!r}", directory, step)
         if hasattr(value, "to_json") and callable(value.to_json):
             value = value.to_json()
-        value = value if isinstance(value, str) else _to_jsonable(value, f"payload {name!r}")
+        value = value if isinstance(value, str) else to_jsonable(value, f"payload {name!r}")
         texts[name] = value
         hashes[name] = hashlib.sha256(_payload_bytes(value)).hexdigest()
-    meta = {"format": FORMAT, "step": step, "config": _to_jsonable(config, "config"), "leaves": leaves,
+    meta = {"format": FORMAT, "step": step, "config": to_jsonable(config, "config"), "leaves": leaves,
             "payload_sha256": hashes}
     return meta, flat, texts
 
@@ -519,5 +520,5 @@ __all__ = [
     "IncompatibleCheckpointError", "InvalidSaveError", "LIBRARY_PAYLOAD", "LibraryPayloadError",
     "NoCheckpointError", "PayloadError", "Restored", "ShapeMismatchError", "StepExistsError",
     "StructureMismatchError", "abstract_state", "all_steps", "latest_step", "open_manager",
-    "restore", "save",
+    "restore", "save", "to_jsonable",
 ]

@@ -23,19 +23,30 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory):
+def tiny_run(tmp_path_factory, worker_id):
     """One whole run of the main job on configs/chaos.py (a composite mined inside a round), shared
     read-only by the tests that inspect what a run writes (report, plots, report.html) and by the
     chaos test (its reference, with the failpoints it passed in ``trace``; its jobs run in this
     session's environment, 8 fake devices included: see docs/limits.md on CPU numerics across
-    processes). Returns ``(workdir, report, trace path)``."""
+    processes). Under ``pytest -n`` the workers share it: the first to need it runs it under a file
+    lock, the others wait and read it. Returns ``(workdir, report, trace path)``."""
+    import json
+    import shutil
+
+    from filelock import FileLock
+
     from cocoda_jax import failpoints
     from cocoda_jax.runs import coevolve
     from configs import chaos
 
-    root = tmp_path_factory.mktemp("tiny_run")
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "tiny_run"
     trace = root / "reference.trace"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(failpoints.TRACE_ENV, str(trace))
-        report = coevolve.run(chaos.get_config(), root / "run", progress=False)
-    return root / "run", report, trace
+    with FileLock(str(root) + ".lock"):
+        if not (root / "run" / "report.json").exists():
+            shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
+            root.mkdir(parents=True)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(failpoints.TRACE_ENV, str(trace))
+                coevolve.run(chaos.get_config(), root / "run", progress=False)
+    return root / "run", json.loads((root / "run" / "report.json").read_text()), trace

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,19 +169,18 @@ def _rounds_checkpointed(workdir: Path) -> int | None:
     return None if latest is None else RunProgress.from_json(latest.payloads["progress"]).round
 
 
-def _job_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    """The jobs' environment: ``env`` (default: this process's) without failpoint settings."""
-    return {k: v for k, v in (os.environ if env is None else env).items()
-            if k not in (failpoints.KILL_ENV, failpoints.TRACE_ENV)}
+def _job_env() -> dict[str, str]:
+    """The jobs' environment: this process's, without failpoint settings."""
+    return {k: v for k, v in os.environ.items() if k not in (failpoints.KILL_ENV, failpoints.TRACE_ENV)}
 
 
-def reference_run(config_args: Sequence[str], workdir: str | Path, trace: str | Path, *, timeout_s: float = 1800.0,
-                  env: Mapping[str, str] | None = None) -> Path:
+def reference_run(config_args: Sequence[str], workdir: str | Path, trace: str | Path, *,
+                  timeout_s: float = 1800.0) -> Path:
     """An uninterrupted run of ``launch.coevolve`` in ``workdir`` that records its failpoint hits
     in ``trace``; ChaosError if it fails. Returns ``workdir``."""
     workdir, trace = Path(workdir), Path(trace)
     trace.unlink(missing_ok=True)
-    rc = _job(config_args, workdir, {**_job_env(env), failpoints.TRACE_ENV: str(trace)}, timeout_s)
+    rc = _job(config_args, workdir, {**_job_env(), failpoints.TRACE_ENV: str(trace)}, timeout_s)
     if rc != 0:
         raise ChaosError(f"the reference run failed (exit status {rc}); see {workdir}.console.log")
     return workdir
@@ -189,22 +188,22 @@ def reference_run(config_args: Sequence[str], workdir: str | Path, trace: str | 
 
 def run(config_args: Sequence[str], workdir: str | Path, *, kills: int = 6, seed: int = 0,
         points: Sequence[str] | None = None, timeout_s: float = 1800.0, reference: str | Path | None = None,
-        trace: str | Path | None = None, env: Mapping[str, str] | None = None, log=print) -> dict[str, Any]:
+        trace: str | Path | None = None, log=print) -> dict[str, Any]:
     """The chaos run (module docstring) of ``launch.coevolve`` with ``config_args`` (e.g.
     ``["--config=configs/chaos.py"]``); returns (and writes to ``workdir/chaos.json``) the plan,
     what each kill did and the differences found. ``reference``/``trace``: a finished run of the
-    same config and its failpoint trace, used instead of making them (they must have run in the
-    same environment: ``env``, default this process's). Raises :class:`ChaosError`
+    same config and its failpoint trace, used instead of making them (they must have run in this
+    process's environment: the jobs run in it). Raises :class:`ChaosError`
     when a run fails or a kill does not kill; differences are returned, not raised."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    base_env = _job_env(env)
+    base_env = _job_env()
     chaos = workdir / "chaos"
     reference = Path(reference) if reference is not None else workdir / "reference"
     trace_file = Path(trace) if trace is not None else workdir / "reference.trace"
     t0 = time.perf_counter()
     if not (reference / "report.json").exists():
-        reference_run(config_args, reference, trace_file, timeout_s=timeout_s, env=base_env)
+        reference_run(config_args, reference, trace_file, timeout_s=timeout_s)
     full_trace = trace_file.read_text().split()
     trace = [n for n in full_trace if n != BACKGROUND]
     log(f"reference: {len(trace)} failpoint hits ({time.perf_counter() - t0:.0f} s)")

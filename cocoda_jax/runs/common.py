@@ -356,8 +356,8 @@ def latest_checkpoint(workdir: Path) -> ckpt.Restored | None:
 
 def config_diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
     """The keys whose values differ between two configs (dotted paths, ``saved -> current``)."""
-    saved = ckpt._to_jsonable(saved, "config") if prefix == "" else saved
-    current = ckpt._to_jsonable(current, "config") if prefix == "" else current
+    saved = ckpt.to_jsonable(saved, "config") if prefix == "" else saved
+    current = ckpt.to_jsonable(current, "config") if prefix == "" else current
     if isinstance(saved, dict) and isinstance(current, dict):
         out = []
         for key in sorted(set(saved) | set(current)):
@@ -379,7 +379,7 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
     run died before its first checkpoint (its partial logs are dropped, it starts over); ``None``
     for a fresh directory."""
     path = Path(workdir) / RUN_CONFIG
-    current = ckpt._to_jsonable(config.to_dict() if hasattr(config, "to_dict") else config, "config")
+    current = ckpt.to_jsonable(config.to_dict() if hasattr(config, "to_dict") else config, "config")
     claimed = path.exists()
     saved = latest.config if latest is not None else json.loads(path.read_text()) if claimed else None
     if saved is not None and not allow_change:

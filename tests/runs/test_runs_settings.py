@@ -136,7 +136,7 @@ def test_parsing_is_pure(name):
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.grpo.group_size = 3  # type: ignore[misc]
     # a checkpoint's saved (JSON) config parses to the same settings: what runs.evaluate reads
-    saved = json.loads(json.dumps(ckpt._to_jsonable(c.to_dict(), "config")))
+    saved = json.loads(json.dumps(ckpt.to_jsonable(c.to_dict(), "config")))
     assert RunSettings.parse(saved) == a
 
 
