@@ -213,9 +213,11 @@ def mesh_of(config: ConfigLike) -> jax.sharding.Mesh | None:
 
 def maybe_initialize_distributed(config: ConfigLike) -> None:
     """Multi-host start: ``jax.distributed.initialize`` with the config's coordinator, process count
-    and id (all from flags on a pod); a no-op unless ``config.distributed.initialize``."""
+    and id (all from flags on a pod); a no-op unless ``config.distributed.initialize``, and once per
+    process (``--with_baseline``/``--compare_rods`` run the job several times in one process, and a
+    second ``initialize`` raises)."""
     d = RunSettings.of(config).distributed
-    if d is None or not d.initialize:
+    if d is None or not d.initialize or jax.distributed.is_initialized():
         return
     kwargs = {}
     if d.coordinator_address:

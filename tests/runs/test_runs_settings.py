@@ -311,3 +311,22 @@ def test_the_jobs_read_no_raw_config_value(module):
            if (isinstance(n, ast.Attribute) and n.attr in SECTIONS and _is_config(n.value))
            or (isinstance(n, ast.Subscript) and _is_config(n.value))]
     assert raw == []
+
+
+def test_the_multi_host_start_runs_once_per_process(monkeypatch):
+    """--with_baseline and --compare_rods run the job three times in one process; a second
+    jax.distributed.initialize would raise, so only the first run initialises."""
+    import jax
+
+    calls = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(jax.distributed, "is_initialized", lambda: bool(calls))
+    config = default.get_config()
+    config.distributed.initialize = True
+    for _ in range(3):
+        C.maybe_initialize_distributed(config)
+    assert len(calls) == 1
+    config.distributed.initialize = False
+    calls.clear()
+    C.maybe_initialize_distributed(config)
+    assert calls == []
