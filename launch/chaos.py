@@ -15,6 +15,7 @@ import json
 from absl import app, flags
 
 from cocoda_jax.runs import chaos
+from cocoda_jax.runs.logs import route_logs
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "reference/ and chaos/ run directories go here.", required=True)
 _KILLS = flags.DEFINE_integer("kills", 10, "SIGKILLs at failpoints of the main thread, one per phase first (plus one "
@@ -26,6 +27,7 @@ _TIMEOUT = flags.DEFINE_float("timeout_s", 1800.0, "Limit per job process.")
 
 def main(argv) -> None:
     config_args = argv[1:] or ["--config=configs/chaos.py"]
+    route_logs(_WORKDIR.value)  # the console shows the kills and warnings; orbax's INFO lines go to logs/run.log
     result = chaos.run(config_args, _WORKDIR.value, kills=_KILLS.value, seed=_SEED.value, points=_POINTS.value,
                        timeout_s=_TIMEOUT.value)
     print(json.dumps(result, indent=2))
