@@ -43,10 +43,12 @@ def tiny_run(tmp_path_factory, worker_id):
     root = (base if worker_id == "master" else base.parent) / "tiny_run"
     trace = root / "reference.trace"
     with FileLock(str(root) + ".lock"):
-        if not (root / "run" / "report.json").exists():
+        done = root / "finished"  # written after the whole run returned (report.html and plots included)
+        if not done.exists():
             shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
             root.mkdir(parents=True)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setenv(failpoints.TRACE_ENV, str(trace))
                 coevolve.run(chaos.get_config(), root / "run", progress=False)
+            done.touch()
     return root / "run", json.loads((root / "run" / "report.json").read_text()), trace
