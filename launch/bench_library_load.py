@@ -1,6 +1,6 @@
 r"""Benchmark of loading a library JSON: wall and CPU seconds per size, and where the time goes.
 
-    python -m launch.bench_library_load [--sizes=1600,6400,25600,102400] [--profile_size=6400]
+    python -m launch.bench_library_load [--load_sizes=1600,6400,25600,102400] [--profile_size=6400]
 
 For each size it writes the seeded synthetic library of :mod:`cocoda_jax.retrieval.synthetic_library`
 (primitives and composites up to depth 8) as JSON and times ``LibrarySnapshot.from_json`` on it: the
@@ -26,9 +26,10 @@ from absl import app, flags
 from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.retrieval import synthetic_library
 
-_SIZES = flags.DEFINE_list("sizes", ["1600", "6400", "25600"], "Library sizes (tools).")
+# flag names unique among the launchers: tests import several of them into one process
+_SIZES = flags.DEFINE_list("load_sizes", ["1600", "6400", "25600"], "Library sizes (tools).")
 _PROFILE = flags.DEFINE_integer("profile_size", 0, "Profile the load at this size too (0: no profile).")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed of the synthetic libraries.")
+_SEED = flags.DEFINE_integer("library_seed", 0, "Seed of the synthetic libraries.")
 
 
 def library_text(size: int, seed: int = 0) -> str:
