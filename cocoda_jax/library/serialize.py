@@ -1,36 +1,69 @@
-"""Stable JSON for a library snapshot, and loading that re-checks everything.
+"""Stable JSON for a library snapshot, and loading that re-checks everything the file could lie about.
 
-Format (``schema`` ``cocoda_jax.library/1``)::
+Format (``schema`` ``cocoda_jax.library/2``)::
 
-    {"max_depth": 8, "schema": "cocoda_jax.library/1",
+    {"max_depth": 8, "schema": "cocoda_jax.library/2",
      "tools": [{"name", "source", "signature", "description", "pre", "post", "complexity",
-                "examples": [{"args": {...}, "expected": ...}], "id", "calls", "depth", "flat"}, ...]}
+                "examples": [{"args": {...}, "expected": ...}], "id", "calls", "depth", "flat",
+                "digest"}, ...]}
 
 Tools appear in topological order (by depth, then name), one per line; keys are sorted; example
 values go through :mod:`cocoda_jax.values`; the text is ASCII and ends with a newline. The same
 snapshot always gives the same text.
 
 ``signature``, ``id``, ``calls``, ``depth`` and ``flat`` are derived facts, written for readers of the
-file. Loading recomputes all of them from the sources and refuses a file whose stored facts disagree,
-so a hand edit cannot make the file claim an edge, a depth or an id the code does not have.
+file. ``digest`` is the sha256 of the tool's entry without it (its canonical JSON line): the writer
+derived every fact of the entry from the code when the tool entered the library, and the digest says
+the entry is still byte for byte what that writer wrote.
+
+Loading trusts nothing it cannot check cheaply:
+
+* *Structure*, for every tool: keys and value types, unique names and code ids, calls to known tools,
+  no cycle, the depth bound, and stored depth and flat size equal to what the stored calls give.
+* *What the code says* (name, id, signature and calls from the source; INSERTTOOL's static checks:
+  the sandbox's rules, call types, conditions, examples binding the parameters): re-derived from
+  the source for every tool whose digest is missing (a ``/1`` file) or does not match (a hand edit,
+  a corrupt byte), and for all tools with ``rederive=True``. A tool whose digest matches is taken
+  as written: parsing 100,000 sources is what made a load take minutes (issue 16).
+
+So a hand edit cannot make the file claim an edge, a depth or an id the code does not have unless
+the editor also recomputes the digest on purpose; the digest is a checksum, not a signature. Load
+files from elsewhere with ``rederive=True`` (``verify_examples=True`` implies it and also re-runs
+examples, specs and duplicate behaviour in the sandbox). Files in the older ``/1`` format (no
+digests) load with every fact re-derived.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
+import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from cocoda_jax import values
-from cocoda_jax.library.analysis import analyse
+from cocoda_jax.library.analysis import CodeFacts, analyse
 from cocoda_jax.library.errors import InsertRejected, LibraryFormatError
 from cocoda_jax.library.graph import depth_and_flat, find_cycle
 from cocoda_jax.library.tool import Tool
+from cocoda_jax.types import Signature, TypeSyntaxError, parse_signature
 
-SCHEMA = "cocoda_jax.library/1"
+SCHEMA = "cocoda_jax.library/2"
+SCHEMA_V1 = "cocoda_jax.library/1"  # no digests: still loads, every fact re-derived
 _TOP_KEYS = {"schema", "max_depth", "tools"}
-_TOOL_KEYS = {"name", "source", "signature", "description", "pre", "post", "complexity", "examples", "id",
-              "calls", "depth", "flat"}
+_V1_TOOL_KEYS = {"name", "source", "signature", "description", "pre", "post", "complexity", "examples", "id",
+                 "calls", "depth", "flat"}
+_TOOL_KEYS = {SCHEMA_V1: _V1_TOOL_KEYS, SCHEMA: _V1_TOOL_KEYS | {"digest"}}
+
+
+def _canonical_line(entry: dict) -> str:
+    return json.dumps(entry, sort_keys=True, ensure_ascii=True, allow_nan=False)
+
+
+def entry_digest(entry: dict) -> str:
+    """sha256 (hex) of a tool entry's canonical JSON line without its ``digest`` key."""
+    body = {k: v for k, v in entry.items() if k != "digest"}
+    return hashlib.sha256(_canonical_line(body).encode("ascii")).hexdigest()
 
 
 def snapshot_to_json(snap) -> str:
@@ -45,8 +78,10 @@ def snapshot_to_json(snap) -> str:
                          for args, expected in tool.examples],
             "id": tool.id, "calls": list(snap.children(name)), "depth": snap.depth(name), "flat": snap.flat(name),
         })
+    for entry in tools:
+        entry["digest"] = entry_digest(entry)
     # one tool per line: diffs between rounds show whole tools, and the C encoder stays in use
-    lines = [json.dumps(entry, sort_keys=True, ensure_ascii=True, allow_nan=False) for entry in tools]
+    lines = [_canonical_line(entry) for entry in tools]
     body = "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
     return f'{{"max_depth": {snap.max_depth}, "schema": {json.dumps(SCHEMA)}, "tools": {body}}}\n'
 
@@ -68,14 +103,15 @@ def _keys(obj: Any, expected: set[str], where: str) -> None:
     _need(not extra, where, f"unknown key(s) {extra}")
 
 
-def _tool_from_entry(entry: Any, i: int) -> tuple[Tool, str]:
+def _checked_entry(entry: Any, i: int, keys: set[str]) -> str:
+    """Checks an entry's keys and value types; returns its place for error messages."""
     where = f"tools[{i}]"
     _need(isinstance(entry, dict), where, f"expected an object, got {type(entry).__name__}")
     name = entry.get("name")
     _need(isinstance(name, str), where, "'name' must be a string")
     where = f"tools[{i}] {name!r}"
-    _keys(entry, _TOOL_KEYS, where)
-    for key in ("source", "signature", "description", "id"):
+    _keys(entry, keys, where)
+    for key in ("source", "signature", "description", "id") + (("digest",) if "digest" in keys else ()):
         _need(isinstance(entry[key], str), where, f"{key!r} must be a string")
     _need(entry["complexity"] is None or isinstance(entry["complexity"], str), where,
           "'complexity' must be a string or null")
@@ -83,32 +119,61 @@ def _tool_from_entry(entry: Any, i: int) -> tuple[Tool, str]:
         _need(isinstance(entry[key], list) and all(isinstance(x, str) for x in entry[key]), where,
               f"{key!r} must be a list of strings")
     _need(isinstance(entry["examples"], list), where, "'examples' must be a list")
+    return where
+
+
+def _examples(entry: dict, where: str) -> list[tuple[dict, Any]]:
     examples = []
     for j, ex in enumerate(entry["examples"]):
         _keys(ex, {"args", "expected"}, f"{where} examples[{j}]")
         args = values.decode(ex["args"])
         _need(isinstance(args, dict), f"{where} examples[{j}]", "'args' must be an object of parameter values")
         examples.append((args, values.decode(ex["expected"])))
+    return examples
+
+
+def _derived_tool(entry: dict, where: str) -> tuple[Tool, CodeFacts]:
+    """The tool rebuilt from its source, with the stored facts compared to what the code says."""
     try:
         tool = Tool.from_source(entry["source"], entry["description"], pre=entry["pre"], post=entry["post"],
-                                examples=examples, complexity=entry["complexity"])
+                                examples=_examples(entry, where), complexity=entry["complexity"])
     except InsertRejected as err:
         raise LibraryFormatError(where, err.detail) from None
-    _need(tool.name == name, where, f"the source defines a function named {tool.name!r}")
+    _need(tool.name == entry["name"], where, f"the source defines a function named {tool.name!r}")
     _need(tool.id == entry["id"], where, f"stored id {entry['id']} does not match the code's id {tool.id}")
     _need(str(tool.signature) == entry["signature"], where,
           f"stored signature {entry['signature']!r} does not match the annotations {str(tool.signature)!r}")
-    return tool, where
+    facts = analyse(tool.source)
+    _need(entry["calls"] == list(facts.calls), where,
+          f"stored calls {entry['calls']} differ from the calls in the code {list(facts.calls)}")
+    return tool, facts
+
+
+@functools.lru_cache(maxsize=65536)
+def _signature(text: str) -> Signature:
+    return parse_signature(text)  # signatures repeat across a library; Signature is immutable
+
+
+def _vouched_tool(entry: dict, where: str) -> Tool:
+    """The tool as written: its digest vouches that the writer derived these facts from this code."""
+    try:
+        sig = _signature(entry["signature"])
+    except TypeSyntaxError as err:  # a digest over a bad signature: the writer was not this code
+        raise LibraryFormatError(where, f"bad signature: {err}") from None
+    return Tool(name=entry["name"], source=entry["source"], signature=sig, description=entry["description"],
+                pre=tuple(entry["pre"]), post=tuple(entry["post"]), examples=tuple(_examples(entry, where)),
+                complexity=entry["complexity"], id=entry["id"])
 
 
 def snapshot_from_json(text: str | bytes, runner: Any = None, verify_examples: bool = False,
-                       timeout_s: float | None = None):
+                       timeout_s: float | None = None, rederive: bool = False):
     """Parses and re-checks a library; :class:`LibraryFormatError` names the first problem.
 
-    Every tool is rebuilt from its source and re-inserted through INSERTTOOL's static checks (ids,
-    edges from code, known dependencies, acyclicity, depth bound, call types, duplicates); with
-    ``verify_examples`` its examples, specs and duplicate behaviour are re-run through ``runner``
-    too. Tools may appear in any order; a cycle is reported as a path.
+    Every tool's structure is checked; a tool whose digest does not vouch for it (or every tool,
+    with ``rederive``) is rebuilt from its source and re-inserted through INSERTTOOL's static checks
+    (ids, edges from code, known dependencies, acyclicity, depth bound, call types, duplicates);
+    with ``verify_examples`` every tool is, and its examples, specs and duplicate behaviour are
+    re-run through ``runner`` too. Tools may appear in any order; a cycle is reported as a path.
 
     The cyclic garbage collector is paused while loading: the load allocates millions of
     long-lived objects (records, ASTs under analysis), and the collector's repeated full passes
@@ -117,14 +182,23 @@ def snapshot_from_json(text: str | bytes, runner: Any = None, verify_examples: b
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(text, runner, verify_examples, timeout_s)
+        return _load(text, runner, verify_examples, timeout_s, rederive or verify_examples)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load(text: str | bytes, runner: Any, verify_examples: bool, timeout_s: float | None):
-    from cocoda_jax.library.snapshot import LibrarySnapshot  # the snapshot module imports this one lazily
+class _Entry(NamedTuple):
+    tool: Tool
+    where: str
+    stored: dict
+    facts: CodeFacts | None  # None: vouched by its digest, not re-derived
+
+
+def _load(text: str | bytes, runner: Any, verify_examples: bool, timeout_s: float | None, rederive: bool):
+    from cocoda_jax.library.snapshot import (  # the snapshot module imports this one lazily
+        LibrarySnapshot, check_sandbox_rules, depth_check, identity_checks, static_checks,
+    )
 
     if isinstance(text, (bytes, bytearray)):
         try:
@@ -136,38 +210,65 @@ def _load(text: str | bytes, runner: Any, verify_examples: bool, timeout_s: floa
     except json.JSONDecodeError as err:
         raise LibraryFormatError("file", f"not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
     _keys(doc, _TOP_KEYS, "top level")
-    _need(doc["schema"] == SCHEMA, "schema", f"expected {SCHEMA!r}, got {doc['schema']!r}")
-    _need(_is_int(doc["max_depth"]) and doc["max_depth"] >= 0, "max_depth",
-          f"must be an integer >= 0, got {doc['max_depth']!r}")
+    _need(doc["schema"] in _TOOL_KEYS, "schema", f"expected {SCHEMA!r} (or {SCHEMA_V1!r}), got {doc['schema']!r}")
+    max_depth = doc["max_depth"]
+    _need(_is_int(max_depth) and max_depth >= 0, "max_depth", f"must be an integer >= 0, got {max_depth!r}")
     _need(isinstance(doc["tools"], list), "tools", "must be a list")
 
-    tools: dict[str, tuple[Tool, str, dict]] = {}
+    keys = _TOOL_KEYS[doc["schema"]]
+    entries: dict[str, _Entry] = {}
     children: dict[str, tuple[str, ...]] = {}
-    for i, entry in enumerate(doc["tools"]):
-        tool, where = _tool_from_entry(entry, i)
-        _need(tool.name not in tools, where, f"a second tool named {tool.name!r} (first at {tools.get(tool.name, ('', ''))[1]})")
-        derived = analyse(tool.source).calls
-        _need(entry["calls"] == list(derived), where,
-              f"stored calls {entry['calls']} differ from the calls in the code {list(derived)}")
-        tools[tool.name] = (tool, where, entry)
-        children[tool.name] = derived
+    for i, stored in enumerate(doc["tools"]):
+        where = _checked_entry(stored, i, keys)
+        name = stored["name"]
+        _need(name not in entries, where, f"a second tool named {name!r} (first at {entries[name].where if name in entries else ''})")
+        if not rederive and "digest" in stored and stored["digest"] == entry_digest(stored):
+            entries[name] = _Entry(_vouched_tool(stored, where), where, stored, None)
+            children[name] = tuple(stored["calls"])
+        else:
+            tool, facts = _derived_tool(stored, where)
+            entries[name] = _Entry(tool, where, stored, facts)
+            children[name] = facts.calls
 
     for name, calls in children.items():
         unknown = [c for c in dict.fromkeys(calls) if c not in children]
-        _need(not unknown, tools[name][1], f"calls {unknown}, which the file does not define")
+        _need(not unknown, entries[name].where, f"calls {unknown}, which the file does not define")
     cycle = find_cycle(children)
     _need(cycle is None, "tools", f"the calls form a cycle: {' -> '.join(cycle or ())}")
     depth, flat = depth_and_flat(children)
+    order = sorted(entries, key=lambda n: (depth[n], n))
 
-    snap = LibrarySnapshot.empty(max_depth=doc["max_depth"])
-    for name in sorted(tools, key=lambda n: (depth[n], n)):
-        tool, where, entry = tools[name]
-        try:
-            snap = snap._insert(tool, runner=runner, timeout_s=timeout_s, run_checks=verify_examples,
-                                update_index=False)
-        except InsertRejected as err:
-            raise LibraryFormatError(where, f"{err.reason}: {err.detail}") from None
+    def stored_facts_agree(e: _Entry, name: str) -> None:
         for key, value in (("depth", depth[name]), ("flat", flat[name])):
-            _need(_is_int(entry[key]) and entry[key] == value, where,
-                  f"stored {key} {entry[key]!r} differs from {value} computed from the code")
-    return snap._with_rebuilt_index()
+            _need(_is_int(e.stored[key]) and e.stored[key] == value, e.where,
+                  f"stored {key} {e.stored[key]!r} differs from {value} computed from the code")
+
+    if verify_examples:  # one INSERTTOOL at a time: the sandbox checks run against the library so far
+        snap = LibrarySnapshot.empty(max_depth=max_depth)
+        for name in order:
+            e = entries[name]
+            try:
+                snap = snap._insert(e.tool, runner=runner, timeout_s=timeout_s, run_checks=True,
+                                    update_index=False, facts=e.facts)
+            except InsertRejected as err:
+                raise LibraryFormatError(e.where, f"{err.reason}: {err.detail}") from None
+            stored_facts_agree(e, name)
+        return snap._with_rebuilt_index()
+
+    tools: dict[str, Tool] = {}
+    ids: dict[str, str] = {}
+    for name in order:  # every tool after the tools it calls, as INSERTTOOL saw them
+        e = entries[name]
+        try:
+            if e.facts is None:
+                identity_checks(e.tool, tools, ids)
+                depth_check(name, children[name], depth, max_depth)
+            else:
+                check_sandbox_rules(e.tool)
+                static_checks(e.tool, e.facts, tools, ids, depth, max_depth)
+        except InsertRejected as err:
+            raise LibraryFormatError(e.where, f"{err.reason}: {err.detail}") from None
+        stored_facts_agree(e, name)
+        tools[name] = e.tool
+        ids[e.tool.id] = name
+    return LibrarySnapshot._bulk(max_depth, tools, children, depth, flat)

@@ -34,7 +34,7 @@ call types, then the sandboxed example and spec checks, then duplicate behaviour
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyrsistent import PMap, pmap, pset
@@ -117,46 +117,37 @@ class LibrarySnapshot:
         return self._insert(tool, runner=runner, timeout_s=timeout_s, run_checks=True)
 
     def _insert(self, tool: Tool, *, runner: Any, timeout_s: float | None, run_checks: bool,
-                update_index: bool = True) -> "LibrarySnapshot":
+                update_index: bool = True, facts: CodeFacts | None = None) -> "LibrarySnapshot":
         """INSERTTOOL's body. A bulk load passes ``update_index=False`` and rebuilds the signature
-        index once at the end (:meth:`_with_rebuilt_index`): one index add per tool would copy the
-        index's name table each time, quadratic over a 100k-tool file."""
+        index once at the end (:meth:`_with_rebuilt_index`), and passes the ``facts`` it already
+        derived (re-deriving them here would parse every source twice)."""
         if not isinstance(tool, Tool):
             raise TypeError(f"insert expects a Tool, got {type(tool).__name__}")
-        facts = _validated_facts(tool)
-        _check_sandbox_rules(tool)
-        name = tool.name
-        if tool.id in self._ids:
-            raise InsertRejected(Reason.DUPLICATE_CODE, name,
-                                 f"same normalised code (id {tool.id}) as tool {self._ids[tool.id]!r}")
-        if name in self._tools:
-            raise InsertRejected(Reason.NAME_CLASH, name, f"a different tool named {name!r} is already in the library")
-        calls = facts.calls
-        if name in calls or name in facts.references:
-            line = next((s.node.lineno for s in facts.call_sites if s.name == name), None)
-            at = f" (line {line})" if line else ""
-            raise InsertRejected(Reason.CYCLE, name, f"it refers to itself{at}; recursion would close a cycle")
-        unknown = [n for n in dict.fromkeys(calls + facts.references) if n not in self._tools]
-        if unknown:
-            raise InsertRejected(Reason.UNKNOWN_DEPENDENCY, name,
-                                 f"it uses {', '.join(map(repr, unknown))}, which "
-                                 f"{'is' if len(unknown) == 1 else 'are'} neither a library tool, a local "
-                                 f"nor a builtin")
-        if facts.references:
-            raise InsertRejected(Reason.MALFORMED, name,
-                                 f"it uses the tool(s) {', '.join(map(repr, facts.references))} as a value; a tool "
-                                 f"may only be called by name, so that every call edge is visible in the code")
-        depth = 1 + max(self._depth[c] for c in calls) if calls else 0
-        if depth > self._max_depth:
-            deepest = max(calls, key=lambda c: (self._depth[c], c))
-            raise InsertRejected(Reason.DEPTH_EXCEEDED, name,
-                                 f"its depth would be {depth} (through {deepest!r} at depth {self._depth[deepest]}),"
-                                 f" above the library's bound max_depth={self._max_depth}")
-        check_calls(facts, tool.signature, self._tools.__getitem__)
+        facts = validated_facts(tool) if facts is None else facts
+        check_sandbox_rules(tool)
+        calls, depth = static_checks(tool, facts, self._tools, self._ids, self._depth, self._max_depth)
         if run_checks:
             self._behaviour_checks(tool, runner, timeout_s)
         flat = sum(self._flat[c] for c in calls) if calls else 1
         return self._with(tool, calls, depth, flat, update_index)
+
+    @classmethod
+    def _bulk(cls, max_depth: int, tools: Mapping[str, Tool], children: Mapping[str, tuple[str, ...]],
+              depth: Mapping[str, int], flat: Mapping[str, int]) -> "LibrarySnapshot":
+        """A snapshot built in one pass from facts the caller has already checked (a bulk load):
+        plain dicts first, each persistent map made once, the signature index built in bulk. One
+        :meth:`_with` per tool would cost a dozen persistent-map updates a tool."""
+        parents: dict[str, set[str]] = {name: set() for name in tools}
+        shapes: dict[str, set[str]] = {}
+        for name, tool in tools.items():
+            for child in children[name]:
+                parents[child].add(name)
+            shapes.setdefault(shape_key(tool.signature), set()).add(name)
+        index = SignatureIndex.build((name, tool.signature) for name, tool in tools.items())
+        return cls(_max_depth=max_depth, _tools=pmap(tools), _children=pmap(children),
+                   _parents=pmap({n: pset(ps) for n, ps in parents.items()}), _depth=pmap(depth), _flat=pmap(flat),
+                   _ids=pmap({tool.id: name for name, tool in tools.items()}),
+                   _shapes=pmap({k: pset(v) for k, v in shapes.items()}), _index=index)
 
     def _with_rebuilt_index(self) -> "LibrarySnapshot":
         """The same snapshot with its signature index built in bulk from the tool records."""
@@ -335,10 +326,12 @@ class LibrarySnapshot:
 
     @classmethod
     def from_json(cls, text: str | bytes, runner: Any = None, verify_examples: bool = False,
-                  *, timeout_s: float | None = None) -> "LibrarySnapshot":
-        """Loads and re-checks a library (see :func:`.serialize.snapshot_from_json`)."""
+                  *, timeout_s: float | None = None, rederive: bool = False) -> "LibrarySnapshot":
+        """Loads and re-checks a library (see :func:`.serialize.snapshot_from_json`): ``rederive``
+        re-derives every tool's facts from its source even where the entry's digest vouches for them."""
         from cocoda_jax.library.serialize import snapshot_from_json
-        return snapshot_from_json(text, runner=runner, verify_examples=verify_examples, timeout_s=timeout_s)
+        return snapshot_from_json(text, runner=runner, verify_examples=verify_examples, timeout_s=timeout_s,
+                                  rederive=rederive)
 
     def to_networkx(self):
         """A ``networkx.DiGraph`` of the library (see :func:`.draw.to_networkx`)."""
@@ -358,11 +351,59 @@ class LibrarySnapshot:
         return f"<LibrarySnapshot {len(self)} tools, max_depth={self._max_depth}>"
 
 
+def identity_checks(tool: Tool, tools: Mapping[str, Tool], ids: Mapping[str, str]) -> None:
+    """INSERTTOOL's first checks: the code and the name are new to the library."""
+    if tool.id in ids:
+        raise InsertRejected(Reason.DUPLICATE_CODE, tool.name,
+                             f"same normalised code (id {tool.id}) as tool {ids[tool.id]!r}")
+    if tool.name in tools:
+        raise InsertRejected(Reason.NAME_CLASH, tool.name,
+                             f"a different tool named {tool.name!r} is already in the library")
+
+
+def depth_check(name: str, calls: tuple[str, ...], depths: Mapping[str, int], max_depth: int) -> int:
+    """The depth ``name`` would have over ``calls``; :class:`InsertRejected` above ``max_depth``."""
+    depth = 1 + max(depths[c] for c in calls) if calls else 0
+    if depth > max_depth:
+        deepest = max(calls, key=lambda c: (depths[c], c))
+        raise InsertRejected(Reason.DEPTH_EXCEEDED, name,
+                             f"its depth would be {depth} (through {deepest!r} at depth {depths[deepest]}),"
+                             f" above the library's bound max_depth={max_depth}")
+    return depth
+
+
+def static_checks(tool: Tool, facts: CodeFacts, tools: Mapping[str, Tool], ids: Mapping[str, str],
+                  depths: Mapping[str, int], max_depth: int) -> tuple[tuple[str, ...], int]:
+    """INSERTTOOL's checks that run nothing, against a library given as plain mappings (a snapshot's
+    maps, or a bulk load's dicts): returns the tool's calls and depth, or raises
+    :class:`InsertRejected` for the first failure, cheapest first (see the module docstring)."""
+    name = tool.name
+    identity_checks(tool, tools, ids)
+    calls = facts.calls
+    if name in calls or name in facts.references:
+        line = next((s.node.lineno for s in facts.call_sites if s.name == name), None)
+        at = f" (line {line})" if line else ""
+        raise InsertRejected(Reason.CYCLE, name, f"it refers to itself{at}; recursion would close a cycle")
+    unknown = [n for n in dict.fromkeys(calls + facts.references) if n not in tools]
+    if unknown:
+        raise InsertRejected(Reason.UNKNOWN_DEPENDENCY, name,
+                             f"it uses {', '.join(map(repr, unknown))}, which "
+                             f"{'is' if len(unknown) == 1 else 'are'} neither a library tool, a local "
+                             f"nor a builtin")
+    if facts.references:
+        raise InsertRejected(Reason.MALFORMED, name,
+                             f"it uses the tool(s) {', '.join(map(repr, facts.references))} as a value; a tool "
+                             f"may only be called by name, so that every call edge is visible in the code")
+    depth = depth_check(name, calls, depths, max_depth)
+    check_calls(facts, tool.signature, tools.__getitem__)
+    return calls, depth
+
+
 def _restore(state: dict) -> LibrarySnapshot:
     return LibrarySnapshot(**state)
 
 
-def _check_sandbox_rules(tool: Tool) -> None:
+def check_sandbox_rules(tool: Tool) -> None:
     """Refuses code the sandbox would refuse to load: one such tool would make every later run
     against the library fail, and a tool without examples is otherwise never run at insert time."""
     from cocoda_jax.execution.guard import check_source  # lazy: the execution package uses this one
@@ -375,7 +416,7 @@ def _check_sandbox_rules(tool: Tool) -> None:
             raise InsertRejected(Reason.MALFORMED, tool.name, f"the sandbox refuses its {label}: {shown}")
 
 
-def _validated_facts(tool: Tool) -> CodeFacts:
+def validated_facts(tool: Tool) -> CodeFacts:
     """The code facts of ``tool``, after checking that the record agrees with its own source
     (a record built by hand, not by ``Tool.from_source``, could claim another name, id or signature)."""
     facts = analyse(tool.source)

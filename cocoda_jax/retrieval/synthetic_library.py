@@ -13,7 +13,8 @@ Queries name the entity and ask for the concept in other words (each concept has
 phrasings, written apart from its description), and carry values of the gold tool's parameter
 types in their text, the way a word problem does.
 
-Bulk path: :func:`library_json` writes the library in the ``cocoda_jax.library/1`` format and
+Bulk path: :func:`library_json` writes the library in the ``cocoda_jax.library/1`` format (no digests, so
+the loader re-derives every tool from its source) and
 :func:`build_snapshot` loads it with :meth:`LibrarySnapshot.from_json` (the public API: every tool
 is re-parsed, its edges re-derived and re-inserted through INSERTTOOL's static checks).
 """

@@ -126,7 +126,9 @@ class _Entry:
     generic_result: bool  # the result is a bare type variable or Any
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _entry(sig: Signature) -> _Entry:
+    """The index's view of one signature (immutable, so memoised: libraries repeat signatures)."""
     prep = prepare(sig, CANDIDATE_PREFIX)
     return _Entry(prep, type_key(sig.result), frozenset(type_key(t) for t in sig.param_types), sig.arity,
                   not isinstance(sig.result, TCon))

@@ -6,7 +6,9 @@ from launch import bench_library_load as bench
 def test_bench_size_loads_and_round_trips():
     row = bench.bench_size(60)
     assert row["size"] == 60 and row["tools"] == 60 and row["round_trip_equal"] is True
-    assert row["load_s"] >= 0 and row["ms_per_tool"] >= 0
+    assert row["same_snapshot"] is True
+    for path in ("rederive", "vouched"):
+        assert row[path]["load_s"] >= 0 and row[path]["ms_per_tool"] >= 0
 
 
 def test_profile_lists_the_loader():

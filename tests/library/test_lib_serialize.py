@@ -5,6 +5,7 @@ import json
 import pytest
 
 from cocoda_jax.library import SCHEMA, LibraryFormatError, LibrarySnapshot, analyse
+from cocoda_jax.library.serialize import entry_digest
 from tests.library.library_corpus import CORPUS, build
 
 
@@ -71,9 +72,9 @@ def tool_entry(doc, name):
     return next(t for t in doc["tools"] if t["name"] == name)
 
 
-def load_error(text) -> LibraryFormatError:
+def load_error(text, rederive=False) -> LibraryFormatError:
     with pytest.raises(LibraryFormatError) as info:
-        LibrarySnapshot.from_json(text)
+        LibrarySnapshot.from_json(text, rederive=rederive)
     return info.value
 
 
@@ -86,7 +87,7 @@ def set_source(doc, name, source):
 
 
 @pytest.mark.parametrize("edit, where, fragment", [
-    (lambda d: d.update(schema="other/9"), "schema", "expected 'cocoda_jax.library/1'"),
+    (lambda d: d.update(schema="other/9"), "schema", "expected 'cocoda_jax.library/2'"),
     (lambda d: d.update(max_depth=-1), "max_depth", "integer >= 0"),
     (lambda d: d.pop("tools"), "top level", "missing key(s) ['tools']"),
     (lambda d: d.update(extra=1), "top level", "unknown key(s) ['extra']"),
@@ -113,8 +114,9 @@ def set_source(doc, name, source):
     (lambda d: tool_entry(d, "add")["examples"].append({"args": {"a": 1}, "expected": 1}), "'add'",
      "must bind exactly the parameters"),
 ])
-def test_corrupt_files_are_refused_with_the_place(static_library, edit, where, fragment):
-    err = load_error(edited(static_library, edit))
+@pytest.mark.parametrize("rederive", [False, True], ids=["digests", "rederive"])
+def test_corrupt_files_are_refused_with_the_place(static_library, edit, where, fragment, rederive):
+    err = load_error(edited(static_library, edit), rederive)
     assert where in err.where, (err.where, str(err))
     assert fragment in str(err), str(err)
 
@@ -155,7 +157,7 @@ def test_text_is_one_tool_per_line_with_sorted_keys(static_library):
     assert json.loads(lines[1].rstrip(","))["name"] == static_library.topological_order()[0]
     for line in lines[1:-1]:
         assert line.rstrip(",") == json.dumps(json.loads(line.rstrip(",")), sort_keys=True)  # sorted keys
-    assert LibrarySnapshot.empty(max_depth=2).to_json() == '{"max_depth": 2, "schema": "cocoda_jax.library/1", "tools": []}\n'
+    assert LibrarySnapshot.empty(max_depth=2).to_json() == '{"max_depth": 2, "schema": "cocoda_jax.library/2", "tools": []}\n'
 
 
 def test_a_loaded_library_has_the_index_of_one_built_by_inserts(static_library):
@@ -167,3 +169,78 @@ def test_a_loaded_library_has_the_index_of_one_built_by_inserts(static_library):
     for query in ("(x: float, y: float) -> float", "(xs: list[float]) -> float", "(n: int) -> float"):
         q = parse_signature(query)
         assert loaded.signature_index.lookup(q, limit=20) == static_library.signature_index.lookup(q, limit=20)
+
+
+# -- digests: what they vouch for, and what is still checked ---------------------------------------
+
+def rehashed(snap, edit):
+    """A deliberate hand edit that also recomputes every digest (what the digest cannot catch)."""
+    def both(doc):
+        edit(doc)
+        for entry in doc["tools"]:
+            entry["digest"] = entry_digest(entry)
+    return edited(snap, both)
+
+
+@pytest.fixture
+def derived_calls(monkeypatch):
+    """Counts the tools the loader rebuilds from their source."""
+    from cocoda_jax.library import serialize
+
+    seen = []
+    real = serialize._derived_tool
+
+    def counting(entry, where):
+        seen.append(entry["name"])
+        return real(entry, where)
+
+    monkeypatch.setattr(serialize, "_derived_tool", counting)
+    return seen
+
+
+def test_each_entry_carries_the_digest_of_its_line(static_library):
+    doc = json.loads(static_library.to_json())
+    for entry in doc["tools"]:
+        assert len(entry["digest"]) == 64 and entry["digest"] == entry_digest(entry)
+        assert entry_digest(dict(entry, description="other")) != entry["digest"]
+
+
+def test_vouched_entries_are_not_rebuilt_and_edited_ones_are(static_library, derived_calls):
+    assert LibrarySnapshot.from_json(static_library.to_json()) == static_library
+    assert derived_calls == []
+    text = edited(static_library, lambda d: tool_entry(d, "mean2").update(description="The average."))
+    loaded = LibrarySnapshot.from_json(text)
+    assert derived_calls == ["mean2"] and loaded.tool("mean2").description == "The average."
+    derived_calls.clear()
+    assert LibrarySnapshot.from_json(static_library.to_json(), rederive=True) == static_library
+    assert sorted(derived_calls) == sorted(static_library.names())
+
+
+def test_a_rehashed_lie_passes_the_digests_but_not_rederive(static_library):
+    """The boundary, stated in serialize's docstring: a digest is a checksum, not a signature."""
+    text = rehashed(static_library, lambda d: tool_entry(d, "mean2").update(id="0123456789abcdef"))
+    assert LibrarySnapshot.from_json(text).tool("mean2").id == "0123456789abcdef"
+    assert "stored id 0123456789abcdef" in str(load_error(text, rederive=True))
+
+
+@pytest.mark.parametrize("edit, where, fragment", [
+    (lambda d: tool_entry(d, "spread").update(depth=2), "'spread'", "stored depth 2 differs from 3"),
+    (lambda d: tool_entry(d, "mean2").update(calls=["add", "plus"]), "'mean2'", "calls ['plus'], which the file"),
+    (lambda d: tool_entry(d, "square").update(calls=["mul", "quad"]), "tools", "cycle: quad -> square -> quad"),
+    (lambda d: d["tools"].append(dict(tool_entry(d, "add"), name="plus")), "'plus'", "duplicate_code"),
+    (lambda d: tool_entry(d, "mean2").update(signature="(a: float, b: float -> float"), "'mean2'", "bad signature"),
+])
+def test_structure_is_checked_even_where_digests_match(static_library, edit, where, fragment):
+    err = load_error(rehashed(static_library, edit))
+    assert where in err.where and fragment in str(err), str(err)
+
+
+def test_older_files_without_digests_load_with_every_fact_rederived(static_library, derived_calls):
+    def to_v1(doc):
+        doc["schema"] = "cocoda_jax.library/1"
+        for entry in doc["tools"]:
+            del entry["digest"]
+    assert LibrarySnapshot.from_json(edited(static_library, to_v1)) == static_library
+    assert sorted(derived_calls) == sorted(static_library.names())
+    err = load_error(edited(static_library, lambda d: tool_entry(d, "add").pop("digest")))
+    assert "'add'" in err.where and "missing key(s) ['digest']" in str(err)
