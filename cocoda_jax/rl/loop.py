@@ -101,11 +101,21 @@ def sft_phase(learner: Learner, state: TrainState, episodes: Sequence[T.Tokenize
               batch_size: int, seed: int, rc: RolloutConfig, pad_id: int,
               on_step: Callable[[int, TrainState, dict], None] | None = None) -> TrainState:
     """SFT steps from ``state.step`` up to ``steps``; ``on_step(step, state, metrics)`` after each
-    (metrics on the host) for logging and checkpoints."""
+    (metrics on the host) for logging and checkpoints.
+
+    The host builds step ``k + 1``'s batch while the device runs step ``k`` (dispatch is
+    asynchronous), and only then reads step ``k``'s metrics and calls ``on_step``, which waits for
+    the device: the batch work is hidden instead of following every step. ``on_step`` still runs
+    before the next step is dispatched, so it sees a state that step has not yet donated."""
+    done = None  # (step, state, metrics on the device) not yet handed to on_step
     for step in range(int(state.step), steps):
-        state, metrics = learner.sft_step(state, sft_batch(episodes, batch_size, step, seed, rc, pad_id))
-        if on_step is not None:
-            on_step(step + 1, state, {k: float(v) for k, v in jax.device_get(metrics).items()})
+        batch = sft_batch(episodes, batch_size, step, seed, rc, pad_id)
+        if done is not None and on_step is not None:
+            on_step(done[0], done[1], {k: float(v) for k, v in jax.device_get(done[2]).items()})
+        state, metrics = learner.sft_step(state, batch)
+        done = (step + 1, state, metrics)
+    if done is not None and on_step is not None:
+        on_step(done[0], done[1], {k: float(v) for k, v in jax.device_get(done[2]).items()})
     return state
 
 

@@ -203,3 +203,32 @@ def test_sft_on_synthetic_math_demonstrations_lowers_the_loss(math_library):
     assert losses[0] > np.log(len(tok)) - 1.0          # starts near uniform
     assert losses[-1] < 0.6 * losses[0] and losses[-1] == min(losses)
     assert int(state.step) == 8
+
+
+def test_sft_phase_overlaps_batches_but_reports_every_step_in_order(small_model):
+    """The pipelined phase (next batch built while the device runs) gives the plain loop's params,
+    and hands on_step each step's own state, readable (not yet donated), with host metrics."""
+    from cocoda_jax.rl import loop
+
+    rng = np.random.default_rng(3)
+    episodes = [tr.TokenizedEpisode(tuple(int(i) for i in rng.integers(1, SMALL.vocab_size, n)), (0,) + (1,) * (n - 1))
+                for n in rng.integers(6, 20, size=10)]
+    rc = loop.RolloutConfig(max_len=32, length_multiple=8)
+    learner = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG))
+    seen = []
+
+    def on_step(step, state, metrics):
+        assert int(state.step) == step and all(isinstance(v, float) for v in metrics.values())
+        seen.append((step, jax.device_get(state.params)))
+
+    piped = loop.sft_phase(learner, learner.init_state(), episodes, steps=4, batch_size=4, seed=5, rc=rc, pad_id=0,
+                           on_step=on_step)
+    state = learner.init_state()
+    plain = []
+    for step in range(4):
+        state, _ = learner.sft_step(state, loop.sft_batch(episodes, 4, step, 5, rc, 0))
+        plain.append(jax.device_get(state.params))
+    assert [s for s, _ in seen] == [1, 2, 3, 4]
+    for (_, got), want in zip(seen, plain):
+        jax.tree.map(np.testing.assert_array_equal, got, want)
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(piped.params), plain[-1])
