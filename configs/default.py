@@ -72,7 +72,14 @@ def get_config() -> ml_collections.ConfigDict:
         abstractor=ml_collections.ConfigDict(dict(
             min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),
-        acceptance=ml_collections.ConfigDict(dict(tolerance=0.04, reference="best", allow_planner_only=True))))
+        acceptance=ml_collections.ConfigDict(dict(tolerance=0.04, reference="best", allow_planner_only=True)),
+        # who proposes composites: "symbolic" (the miner above), "teacher" (an LM behind an
+        # OpenAI-compatible endpoint, e.g. vLLM/SGLang or launch/serve.py) or "both"; every proposal
+        # passes the same validation and acceptance (docs/teacher.md)
+        proposers="symbolic",
+        teacher=ml_collections.ConfigDict(dict(
+            base_url="http://127.0.0.1:8000", model="teacher", api_key_env="OPENAI_API_KEY", timeout_s=120.0,
+            max_retries=3, temperature=0.0, max_tokens=2048, max_programs=24, max_candidates=8))))
 
     # RODS: the task curriculum (on by default); thresholds are cocoda_jax.rods.RodsConfig's fields;
     # signal: what the tracker reads, "reward" (R = R_res + lam * sum Phi, what GRPO trains on) or

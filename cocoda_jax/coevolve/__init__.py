@@ -9,7 +9,7 @@
 
 from cocoda_jax.coevolve import acceptance
 from cocoda_jax.coevolve.abstractor import (
-    Abstractor, AbstractorConfig, Candidate, NotStraightLine, Pattern, Score, SymbolicAbstractor, Use,
+    Abstractor, AbstractorConfig, Candidate, CombinedAbstractor, NotStraightLine, Pattern, Score, SymbolicAbstractor, Use,
     candidate_from_tool, pattern_from_source, propose, rewrite,
 )
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig, Decision, Incumbent, Proposal, decide, run_rounds
@@ -26,7 +26,7 @@ from cocoda_jax.coevolve.validate import (
 __all__ = [
     "ERROR_KINDS", "ProposalError", "TeacherAbstractor", "TeacherConfig", "TeacherProposals", "build_messages",
     "candidates_from_reply", "parse_reply",
-    "Abstractor", "AbstractorConfig", "AcceptanceConfig", "Candidate", "Decision", "Incumbent", "NotStraightLine",
+    "Abstractor", "AbstractorConfig", "AcceptanceConfig", "Candidate", "CombinedAbstractor", "Decision", "Incumbent", "NotStraightLine",
     "Pattern", "Proposal", "Refactoring", "Rejection", "RoundOutcome", "Score", "SymbolicAbstractor", "Trace",
     "TraceError", "Use", "ValidationConfig", "ValidationResult", "WarmLibrary", "abstraction_round", "acceptance",
     "candidate_from_tool", "decide", "pattern_from_source", "play_programs", "propose", "refactored_demonstrations",

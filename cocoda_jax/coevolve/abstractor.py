@@ -174,6 +174,30 @@ class SymbolicAbstractor:
         return propose(trajectories, snapshot, self.config, exclude=self.exclude)
 
 
+@dataclasses.dataclass(frozen=True)
+class CombinedAbstractor:
+    """Several proposers as one (``coevolve.proposers = "both"``: the symbolic miner, then the
+    teacher LM). Candidates keep their proposers' order; a later one with a name or a pattern an
+    earlier one already has is dropped, and so is any pattern in ``exclude`` (refused in an earlier
+    round), whoever proposed it: a teacher has no memory of the rounds."""
+
+    parts: tuple[Any, ...]
+    exclude: frozenset = frozenset()
+
+    def propose(self, trajectories: Sequence[Any], snapshot: Any) -> list[Candidate]:
+        out: list[Candidate] = []
+        names: set[str] = set()
+        patterns = set(self.exclude)
+        for part in self.parts:
+            for cand in part.propose(trajectories, snapshot):
+                if cand.name in names or cand.pattern in patterns:
+                    continue
+                names.add(cand.name)
+                patterns.add(cand.pattern)
+                out.append(cand)
+        return out
+
+
 # ------------------------------------------------------------------------------------------------
 # Enumeration and canonical form
 # ------------------------------------------------------------------------------------------------
@@ -645,7 +669,7 @@ def _substitute(cond: str, mapping: dict[str, str], max_chars: int) -> str | Non
 
 
 __all__ = [
-    "Abstractor", "AbstractorConfig", "Candidate", "NotStraightLine", "Pattern", "Score", "SymbolicAbstractor", "Use",
+    "Abstractor", "AbstractorConfig", "Candidate", "CombinedAbstractor", "NotStraightLine", "Pattern", "Score", "SymbolicAbstractor", "Use",
     "build_candidate", "candidate_from_tool", "canonical", "pattern_from_source", "composite_name", "find_uses", "mine", "occurrences", "param_binder", "propose", "rewrite",
     "score", "select_uses",
 ]

@@ -33,7 +33,8 @@ class RoundOutcome:
         snap = self.result.snapshot
         return {
             "round": self.index,
-            "proposed": [{"name": c.name, "children": list(c.children), "phi": c.phi, "depth": c.depth,
+            "proposed": [{"name": c.name, "proposer": c.proposer, "children": list(c.children), "phi": c.phi,
+                          "depth": c.depth,
                           "uses": c.score.uses, "tasks": c.score.tasks, "compression": c.score.compression}
                          for c in self.candidates],
             **self.result.to_record(),

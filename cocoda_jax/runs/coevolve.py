@@ -41,9 +41,10 @@ import numpy as np
 
 from cocoda_jax import failpoints
 from cocoda_jax.coevolve import acceptance
-from cocoda_jax.coevolve.abstractor import Candidate, SymbolicAbstractor
+from cocoda_jax.coevolve.abstractor import Candidate, CombinedAbstractor, SymbolicAbstractor
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
 from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json, pattern_to_json
+from cocoda_jax.coevolve.teacher import TeacherAbstractor, TeacherConfig
 from cocoda_jax.coevolve.traces import Trace, gold_trace, trace_from_trajectory
 from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
 from cocoda_jax.execution import Sandbox
@@ -156,6 +157,7 @@ class _RunContext:
     primitive_names: frozenset[str]
     show_progress: bool
     cards_cache: dict = dataclasses.field(default_factory=dict)
+    teacher: TeacherAbstractor | None = None  # built on first use (coevolve.proposers "teacher"/"both")
 
     @property
     def seed(self) -> int:
@@ -294,12 +296,29 @@ def _sft_demos(ctx: _RunContext, programs: Sequence[tuple[str, str]], snapshot: 
 
 
 def _abstractor(ctx: _RunContext, excluded: frozenset) -> Any:
-    """The teacher-abstractor of this domain: dataflow motifs, or runs of stateful calls when the
-    tasks act on an environment (their calls share state, not values; see coevolve/sequences.py)."""
-    config = ctx.settings.coevolve.abstractor
+    """The proposers of this run (``coevolve.proposers``). The symbolic one mines dataflow motifs,
+    or runs of stateful calls when the tasks act on an environment (their calls share state, not
+    values; see coevolve/sequences.py); the teacher LM (built once per run, :func:`_teacher`) is
+    asked for composites; ``both`` asks the miner first, then the teacher."""
+    co = ctx.settings.coevolve
     if ctx.domain.barrier_tools is not None:
-        return SequenceAbstractor(config, excluded, frozenset(ctx.domain.barrier_tools))
-    return SymbolicAbstractor(config, excluded)
+        symbolic = SequenceAbstractor(co.abstractor, excluded, frozenset(ctx.domain.barrier_tools))
+    else:
+        symbolic = SymbolicAbstractor(co.abstractor, excluded)
+    if co.proposers == "symbolic":
+        return symbolic
+    parts = (_teacher(ctx),) if co.proposers == "teacher" else (symbolic, _teacher(ctx))
+    return CombinedAbstractor(parts, excluded)
+
+
+def _teacher(ctx: _RunContext) -> TeacherAbstractor:
+    """The run's teacher abstractor (its error counts add up over the run)."""
+    if ctx.teacher is None:
+        t = ctx.settings.coevolve.teacher
+        ctx.teacher = TeacherAbstractor.from_endpoint(
+            t.endpoint(), TeacherConfig(max_programs=t.max_programs, max_candidates=t.max_candidates,
+                                        abstractor=ctx.settings.coevolve.abstractor))
+    return ctx.teacher
 
 
 # ------------------------------------------------------------------------------------------------
@@ -564,7 +583,15 @@ def mine_and_validate(ctx: _RunContext, r: int, library: LibrarySnapshot, exclud
     return Mined(library=outcome.result.snapshot, inserted=inserted,
                  accepted=tuple(c for c in outcome.candidates if c.name in set(inserted)),
                  excluded=(*excluded, *(pattern_to_json(c.pattern) for c in outcome.candidates if c.name in rejected)),
-                 log=outcome.to_record())
+                 log=_mining_log(ctx, outcome))
+
+
+def _mining_log(ctx: _RunContext, outcome: Any) -> dict[str, Any]:
+    """The round's abstraction record, plus the teacher's error counts so far when it is asked."""
+    log = outcome.to_record()
+    if ctx.teacher is not None:
+        log["teacher_errors"] = dict(sorted(ctx.teacher.error_counts.items()))
+    return log
 
 
 def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards,

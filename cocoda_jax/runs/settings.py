@@ -15,7 +15,8 @@ No key gets a default the configs do not give, except the ones the jobs always t
 the ``distributed``, ``warm``, ``coevolve``, ``rods`` and ``report`` sections (``launch.train`` needs
 none of the last four; ``launch.coevolve`` requires them), ``domain.module`` (``""``), ``grpo.advantage``
 and ``grpo.loss`` (``"grpo"``), ``rods.signal`` (``"reward"``), ``rods.selection``
-(``"priority"``) and ``coevolve.mine_in_rounds`` (``True``).
+(``"priority"``), ``coevolve.mine_in_rounds`` (``True``), ``coevolve.proposers`` (``"symbolic"``)
+and ``coevolve.teacher`` (:class:`TeacherSettings`' defaults, used only by a teacher run).
 
 ``domain`` is the one open section: apart from ``name`` and ``module`` its keys are the registered
 domain's own (``cocoda_jax.data.domain``: each domain class lists and checks them when it builds its
@@ -323,13 +324,59 @@ class WarmSettings(_Section):
         self._int("rounds", 0)
 
 
+PROPOSERS = ("symbolic", "teacher", "both")
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherSettings(_Section):
+    """``config.coevolve.teacher``: the teacher LM behind an OpenAI-compatible endpoint that proposes
+    composites when ``coevolve.proposers`` is ``"teacher"`` or ``"both"`` (endpoint fields:
+    :class:`third_party.teacher.TeacherEndpointConfig`; prompt fields:
+    :class:`~cocoda_jax.coevolve.teacher.TeacherConfig`). ``api_key_env`` names the environment
+    variable with the key (``""``: send none), so no key is ever stored in a config or checkpoint."""
+
+    SECTION = "coevolve.teacher"
+
+    base_url: str = "http://127.0.0.1:8000"
+    model: str = "teacher"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    max_programs: int = 24
+    max_candidates: int = 8
+
+    def __post_init__(self) -> None:
+        self._str("base_url", nonempty=True)
+        self._str("model", nonempty=True)
+        self._str("api_key_env")
+        self._number("timeout_s", above=0)
+        self._int("max_retries", 0)
+        self._number("temperature", at_least=0)
+        self._int("max_tokens", 1)
+        self._int("max_programs", 1)
+        self._int("max_candidates", 0)
+        try:
+            self.endpoint()
+        except ValueError as e:
+            raise ConfigError(f"config.coevolve.teacher: {e}") from None
+
+    def endpoint(self) -> Any:
+        from third_party.teacher import TeacherEndpointConfig  # optional: only a teacher run needs it
+
+        return TeacherEndpointConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env or None,
+                                     timeout_s=self.timeout_s, max_retries=self.max_retries,
+                                     temperature=self.temperature, max_tokens=self.max_tokens)
+
+
 @dataclasses.dataclass(frozen=True)
 class CoevolveSettings(_Section):
     """``config.coevolve``: stage 3's rounds, the mining threshold ``rho``, the frozen-library
     baseline, the SFT refresh, and the abstractor and acceptance sections."""
 
     SECTION = "coevolve"
-    SUBSECTIONS = {"abstractor": AbstractorConfig, "acceptance": AcceptanceConfig}
+    SUBSECTIONS = {"abstractor": AbstractorConfig, "acceptance": AcceptanceConfig, "teacher": TeacherSettings}
 
     rounds: int
     rho: float
@@ -340,10 +387,15 @@ class CoevolveSettings(_Section):
     abstractor: AbstractorConfig
     acceptance: AcceptanceConfig
     mine_in_rounds: bool = True  # False: the library stops growing after the warm stage (the -CTD ablation)
+    # who proposes composites (warm stage and rounds): the symbolic miner, the teacher LM, or both
+    # (``coevolve.abstractor`` already names the symbolic miner's own settings)
+    proposers: str = "symbolic"
+    teacher: TeacherSettings = TeacherSettings()
 
     def __post_init__(self) -> None:
         self._int("rounds", 0)
         self._bool("mine_in_rounds")
+        self._str("proposers", choices=PROPOSERS)
         self._number("rho", at_least=0)
         self._bool("frozen_library")
         self._int("refresh_sft_steps", 0)

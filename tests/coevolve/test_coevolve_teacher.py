@@ -278,3 +278,25 @@ def test_the_prompt_shows_distinct_programs_and_only_the_cards_they_use(gold_tra
     used = {c.tool for t in gold_traces[:3] for c in t.calls}
     cards = {line[4:].split("(")[0] for line in user.splitlines() if line.startswith("### ")}
     assert cards == used
+
+
+# ------------------------------------------------------------------------------------------------
+# Symbolic and teacher together (coevolve.proposers = "both")
+# ------------------------------------------------------------------------------------------------
+
+
+def test_both_proposers_keep_order_and_drop_repeats_and_refused_patterns(gold_traces, math_library):
+    from cocoda_jax.coevolve.abstractor import CombinedAbstractor, SymbolicAbstractor
+
+    symbolic = SymbolicAbstractor()
+    mined = symbolic.propose(gold_traces, math_library)
+    teacher = TeacherAbstractor(lambda messages: GOOD_REPLY)
+    (taught,) = teacher.propose(gold_traces, math_library)
+    both = CombinedAbstractor((symbolic, teacher)).propose(gold_traces, math_library)
+    expected = [c.name for c in mined] + ([] if taught.pattern in {c.pattern for c in mined} else [taught.name])
+    assert [c.name for c in both] == expected and mined and both[0].proposer == "symbolic"
+    twice = CombinedAbstractor((teacher, teacher)).propose(gold_traces, math_library)
+    assert [c.name for c in twice] == ["discount_then_tax"] and twice[0].proposer == "teacher"
+    refused = CombinedAbstractor((symbolic, teacher), frozenset({taught.pattern, mined[0].pattern}))
+    names = [c.name for c in refused.propose(gold_traces, math_library)]
+    assert "discount_then_tax" not in names and mined[0].name not in names

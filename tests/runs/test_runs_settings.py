@@ -89,8 +89,9 @@ def test_every_shipped_config_parses_to_its_own_values(name, args):
         assert dataclasses.asdict(getattr(s, section)) == d[section], section
     for section in ("rollout", "retrieval", "reward"):  # the older dataclasses, parsed as before
         assert getattr(s, section) == C.section(c, section, type(getattr(s, section)))
-    co = {k: v for k, v in d["coevolve"].items() if k not in ("abstractor", "acceptance")}
+    co = {k: v for k, v in d["coevolve"].items() if k not in ("abstractor", "acceptance", "teacher")}
     assert {k: getattr(s.coevolve, k) for k in co} == co
+    assert dataclasses.asdict(s.coevolve.teacher) == d["coevolve"]["teacher"]
     assert s.coevolve.abstractor == AbstractorConfig(**d["coevolve"]["abstractor"])
     assert s.coevolve.acceptance == AcceptanceConfig(**d["coevolve"]["acceptance"])
     assert s.rods.thresholds == RodsConfig(**d["rods"]["thresholds"])
