@@ -9,11 +9,17 @@ Resumes from the work directory's newest checkpoint. Writes ``report.json`` (pri
 learned DAG ``plots/library_dag.svg``. ``--with_baseline``: the same planner and budget with the
 library frozen at its primitives (in ``DIR/baseline_frozen_library``); ``--compare_rods``: the same
 budget with RODS switched the other way (in ``DIR/rods_off`` or ``DIR/rods_on``).
+
+    python -m launch.coevolve --config=configs/qwen3_8b_math.py:node8 --dry_run
+
+prints, last, one JSON line with the per-device bytes of the planner's params, optimizer state and
+compiled train step on the config's mesh (fake CPU devices, no weights: ``cocoda_jax/runs/dry_run.py``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from absl import app, flags, logging
@@ -23,14 +29,17 @@ from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
 from cocoda_jax.runs.common import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
+from cocoda_jax.runs.settings import RunSettings
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config (ml_collections file).",
                                           lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics, report and plots go here (required: a "
-                               "forgotten flag must not resume a stale run).", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics, report and plots go here (required unless "
+                               "--dry_run: a forgotten flag must not resume a stale run).")
 _BASELINE = flags.DEFINE_bool("with_baseline", False, "Also run the frozen-library baseline with the same budget.")
 _RODS = flags.DEFINE_bool("compare_rods", False, "Also run with RODS switched the other way, same budget.")
 _PROGRESS = flags.DEFINE_bool("progress", True, "Progress bars.")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the per-device memory of the config's planner, optimizer state and "
+                             "compiled train steps on fake CPU devices (no weights allocated, nothing written), then exit.")
 _ALLOW_CHANGE = flags.DEFINE_bool("allow_config_change", False,
                                   "Resume a run whose checkpoint was written with another config.")
 
@@ -44,6 +53,14 @@ def _arm(report: dict) -> dict:
 def main(argv) -> None:
     del argv
     config = _CONFIG.value
+    if _DRY_RUN.value:
+        from cocoda_jax.runs import dry_run
+
+        dry_run.use_fake_cpu_devices(math.prod(dry_run.mesh_shape(RunSettings.of(config))))
+        print(json.dumps(dry_run.memory_plan(config, config_flags.get_config_filename(flags.FLAGS["config"]))))
+        return
+    if _WORKDIR.value is None:
+        raise app.UsageError("--workdir is required (unless --dry_run)")
     workdir = Path(_WORKDIR.value)
     route_logs(workdir)  # the console shows warnings; the full log is workdir/logs/run.log
     report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)

@@ -118,6 +118,45 @@ class Learner:
         self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
         self._score = jax.jit(self._log_probs)
 
+    @classmethod
+    def abstract(cls, model: nnx.Module, config: LearnerConfig, mesh: jax.sharding.Mesh) -> "Learner":
+        """A learner over an abstract planner (``transformer.abstract_model``: shapes only, no weights)
+        whose steps can be lowered and compiled but not run: what ``launch.coevolve --dry_run`` sizes
+        without allocating a real-scale model. :meth:`abstract_state` is its state's shapes and shardings."""
+        self = cls.__new__(cls)
+        self.config, self.mesh = config, mesh
+        self.graphdef, params = nnx.split(model)
+        self.optimizer = make_optimizer(config.optim)
+        self.schedule = make_schedule(config.optim)
+        shardings = param_shardings(params, mesh)
+        opt_shapes = jax.eval_shape(self.optimizer.init, params)
+        opt_shardings = opt_state_shardings(self.optimizer, opt_shapes, shardings, mesh)
+        self._state_shardings = TrainState(params=shardings, opt_state=opt_shardings, step=self._replicated())
+        shaped = lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)  # noqa: E731
+        self._abstract_state = TrainState(params=jax.tree.map(shaped, params, shardings),
+                                          opt_state=jax.tree.map(shaped, opt_shapes, opt_shardings),
+                                          step=jax.ShapeDtypeStruct((), jnp.int32, sharding=self._replicated()))
+        self._sft = self._make_step(self._sft_sums, _finalize_sft)
+        self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
+        return self
+
+    def abstract_state(self) -> TrainState:
+        """The train state as ``jax.ShapeDtypeStruct`` leaves with their shardings (abstract learners)."""
+        return self._abstract_state
+
+    def lower_step(self, kind: str, rows: int, length: int, *, with_ref: bool = False) -> Any:
+        """The ``"sft"`` or ``"grpo"`` step lowered for a ``[rows, length]`` batch of the learner's
+        abstract state (nothing is allocated): ``.compile().memory_analysis()`` sizes it."""
+        keys = {"sft": SFT_KEYS, "grpo": GRPO_KEYS + ("old_logp",) + (("ref_logp",) if with_ref else ())}[kind]
+        batch = {}
+        for k in keys:
+            shape = (rows,) if k == "advantages" else (rows, length)
+            dtype = {"tokens": jnp.int32, "valid": jnp.bool_}.get(k, jnp.float32)
+            spec = logical_to_spec(("act_batch",) + (None,) * (len(shape) - 1), shape, self.mesh)
+            batch[k] = jax.ShapeDtypeStruct(shape, dtype, sharding=jax.sharding.NamedSharding(self.mesh, spec))
+        with self._ctx():
+            return (self._sft if kind == "sft" else self._grpo).lower(self._abstract_state, batch)
+
     # -------------------------------------------------------------------------------- public API
     def init_state(self) -> TrainState:
         """A fresh state of step 0: a copy of the model's params and a new optimizer state. A copy,

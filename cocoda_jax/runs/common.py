@@ -248,11 +248,15 @@ def build_planner(config: ConfigLike, vocab_size: int, mesh: Any):
     return create_model(cfg, seed=settings.seed, mesh=mesh)
 
 
-def sft_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
+def sft_learner_config(config: ConfigLike) -> LearnerConfig:
     s = RunSettings.of(config).sft
     optim = OptimConfig(learning_rate=s.learning_rate, schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps),
                         total_steps=max(s.steps, 1), end_fraction=0.1, clip_norm=1.0)
-    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=s.micro_batches), mesh)
+    return LearnerConfig(optim=optim, num_micro_batches=s.micro_batches)
+
+
+def sft_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
+    return Learner(model, sft_learner_config(config), mesh)
 
 
 def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
@@ -264,7 +268,7 @@ def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
     return Learner(model, LearnerConfig(optim=optim, num_micro_batches=settings.sft.micro_batches), mesh)
 
 
-def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
+def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
     settings = RunSettings.of(config)
     g = settings.grpo
     optim = OptimConfig(learning_rate=g.learning_rate, schedule="constant", clip_norm=1.0)
@@ -274,7 +278,11 @@ def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
                             advantage=g.advantage, loss=g.loss)
     except ValueError as e:
         raise ConfigError(f"config.grpo: {e}") from e
-    return Learner(model, LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches), mesh)
+    return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches)
+
+
+def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
+    return Learner(model, grpo_learner_config(config), mesh)
 
 
 def _one_section(config: ConfigLike, name: str, cls: type) -> Any:

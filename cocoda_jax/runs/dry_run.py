@@ -1,0 +1,121 @@
+"""``launch.coevolve --dry_run``: the per-device memory a config's train steps need, with no weights.
+
+A real-scale run must know before it starts whether its planner, optimizer state and train steps fit
+the accelerators. This builds the planner *abstractly* (``nnx.eval_shape``: shapes, dtypes and
+logical axes, no arrays), places it on the config's mesh by the same sharding rules as a real run,
+and lowers and compiles the jitted SFT and GRPO steps of :class:`~cocoda_jax.rl.learner.Learner`
+on abstract batches of the config's sizes. Per device it reports:
+
+* ``params``: the bytes of this device's shards of the parameters (what FSDP/tensor axes leave it);
+* ``optimizer``: the same for the optax state (Adam's moments are sharded like their params);
+* ``reference``: the frozen KL reference's params when ``grpo.beta > 0`` (a second copy), else 0;
+* ``train_step_temp``: XLA's temporary buffers of the larger compiled step
+  (``compiled.memory_analysis().temp_size_in_bytes``: activations kept for the backward pass,
+  gradients, micro-batch accumulators), read from the compiled program itself;
+* ``total``: the sum: what one device holds at the peak of a train step.
+
+The devices are the host CPU's, as many fake ones as the mesh needs (``data = -1`` counts as 1),
+so the numbers come from XLA's CPU compiler: its buffer assignment is not the GPU's or TPU's, so
+treat ``train_step_temp`` as an estimate of the same order, not a promise. Not counted: the
+sampler's KV cache (rollouts run between train steps, not during them), the XLA runtime's own
+reserve, and the host side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import numpy as np
+
+from cocoda_jax.models import make_mesh
+from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS, ConfigError, get_preset
+from cocoda_jax.models.transformer import abstract_model
+from cocoda_jax.rl.learner import Learner
+from cocoda_jax.runs import common
+from cocoda_jax.runs.settings import RunSettings
+
+H200_BYTES = 141 * 10**9
+
+
+def mesh_shape(settings: RunSettings) -> tuple[int, int, int]:
+    """(data, fsdp, tensor) of the dry run: the config's axes, ``data = -1`` taken as 1."""
+    m = settings.mesh
+    return (m.data if m.data > 0 else 1), m.fsdp, m.tensor
+
+
+def use_fake_cpu_devices(count: int) -> None:
+    """Runs JAX on ``count`` host-CPU devices; only possible before JAX has started a backend
+    (the launcher calls it first). Afterwards the devices already there must be enough."""
+    try:
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:  # a backend is already up: keep it (checked against the mesh below)
+        pass
+
+
+def _model_config(settings: RunSettings):
+    model = settings.model
+    if model.hf_checkpoint:
+        from cocoda_jax.models import load_config  # config.json only: no weights are read
+        return load_config(model.hf_checkpoint)
+    try:
+        cfg = get_preset(model.preset)
+    except Exception as e:
+        raise ConfigError(f"config.model.preset: {e}") from e
+    if model.preset in TOKENIZER_VOCAB_PRESETS:
+        cfg = dataclasses.replace(cfg, vocab_size=model.vocab_size)
+    return cfg
+
+
+def _shard_bytes(tree: Any) -> int:
+    """The bytes one device holds of an abstract tree placed with NamedShardings (the largest
+    shard: uneven splits are padded to it)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        shape = leaf.sharding.shard_shape(leaf.shape) if leaf.sharding is not None else leaf.shape
+        total += math.prod(shape) * np.dtype(leaf.dtype).itemsize
+    return int(total)
+
+
+def memory_plan(config: Any, config_name: str = "") -> dict[str, Any]:
+    """The dry run's JSON (see the module docstring); :class:`ConfigError` when the mesh needs
+    more devices than JAX has."""
+    settings = RunSettings.of(config)
+    data, fsdp, tensor = mesh_shape(settings)
+    need = data * fsdp * tensor
+    if jax.device_count() < need:
+        raise ConfigError(f"the dry run of mesh data={data}, fsdp={fsdp}, tensor={tensor} needs {need} devices, "
+                          f"JAX has {jax.device_count()} (start it with --dry_run before anything else uses JAX)")
+    mesh = make_mesh(data, fsdp, tensor, devices=jax.devices()[:need])
+    cfg = _model_config(settings)
+    model = abstract_model(cfg)
+    sft = Learner.abstract(model, common.sft_learner_config(settings), mesh)
+    grpo = Learner.abstract(model, common.grpo_learner_config(settings), mesh)
+    length = settings.rollout.max_len
+    beta = grpo.config.grpo.beta
+    steps = {}
+    for kind, learner, rows in (("sft", sft, settings.sft.batch_size),
+                                ("grpo", grpo, settings.grpo.tasks_per_iteration * settings.grpo.group_size)):
+        compiled = learner.lower_step(kind, rows, length, with_ref=beta > 0).compile()
+        ma = compiled.memory_analysis()
+        steps[kind] = {"rows": rows, "length": length, "micro_batches": learner.config.num_micro_batches,
+                       "temp_bytes": int(ma.temp_size_in_bytes), "argument_bytes": int(ma.argument_size_in_bytes),
+                       "output_bytes": int(ma.output_size_in_bytes), "alias_bytes": int(ma.alias_size_in_bytes)}
+    state = grpo.abstract_state()
+    params, optimizer = _shard_bytes(state.params), _shard_bytes(state.opt_state)
+    reference = params if beta > 0 else 0
+    temp = max(s["temp_bytes"] for s in steps.values())
+    per_device = {"params": params, "optimizer": optimizer, "reference": reference, "train_step_temp": temp,
+                  "total": params + optimizer + reference + temp}
+    n_params = sum(math.prod(x.shape) for x in jax.tree.leaves(state.params))
+    return {"config": config_name, "mesh": {"data": data, "fsdp": fsdp, "tensor": tensor},
+            "model": {"preset": settings.model.preset, "params": int(n_params), "param_dtype": cfg.param_dtype,
+                      "layers": cfg.n_layers},
+            "per_device_bytes": per_device, "per_device_gb": {k: round(v / 1e9, 2) for k, v in per_device.items()},
+            "fits_h200": per_device["total"] <= H200_BYTES, "steps": steps, "backend": jax.default_backend()}
+
+
+__all__ = ["H200_BYTES", "memory_plan", "mesh_shape", "use_fake_cpu_devices"]
