@@ -389,7 +389,10 @@ def with_distractors(base: Any, size: int, seed: int = 0):
     clash = {t["name"] for t in doc["tools"]} & {t["name"] for t in gen["tools"]}
     if clash:
         raise ValueError(f"distractor names clash with the base library: {sorted(clash)[:5]}")
-    doc["tools"] += gen["tools"]
+    # the generator's entries carry no digests, so the merged file is the older format: every tool re-derived
+    for entry in doc["tools"]:
+        entry.pop("digest", None)
+    doc["schema"], doc["tools"] = gen["schema"], doc["tools"] + gen["tools"]
     return LibrarySnapshot.from_json(_json.dumps(doc), verify_examples=False)
 
 

@@ -3,7 +3,6 @@
 import ast
 import dataclasses
 import pickle
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -196,13 +195,6 @@ def test_motifs_and_their_sub_computations_recur(tasks):
     add_percent = [t for t in tasks["train"] if has(t, ("percent_of", "add"))]
     assert {"discount_tax", "compound_growth"} <= {m for t in add_percent for m in t.motifs}
     assert len(add_percent) >= 80
-
-
-def test_generation_rate_is_thousands_per_second():
-    start = time.perf_counter()
-    sm.generate(2000, seed=123, split="train")
-    rate = 2000 / (time.perf_counter() - start)
-    assert rate > 1000, rate  # ~3000/s measured on one core; leave room for a loaded CI machine
 
 
 def test_generation_stats_report():
