@@ -41,6 +41,7 @@ setup(
             "pytest-xdist>=3.6,<4",
             "filelock>=3.12,<4",
             "hypothesis>=6.120,<7",
+            "openai>=1.0,<4",  # the official client: tests of launch/serve.py's OpenAI-compatible API
             "torch==2.13.0",
         ],
     },
