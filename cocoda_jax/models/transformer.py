@@ -245,11 +245,14 @@ class Transformer(nnx.Module):
         return constrain(logits.astype(jnp.float32), ("act_batch", "act_seq", "act_vocab"))
 
     # -- training / scoring forward
-    def __call__(self, input_ids, *, positions=None, attention_mask=None):
+    def __call__(self, input_ids, *, positions=None, attention_mask=None, remat: bool = False):
         """input_ids [b, t] ints; attention_mask [b, t] (1 = real token) for padded rows.
 
         Positions default to the count of real tokens before each slot, so a left-padded
-        row gets the same logits as the unpadded one.
+        row gets the same logits as the unpadded one. ``remat``: each layer is rematerialised
+        (``nnx.remat``) so a backward pass keeps only the layers' inputs, not their intermediates
+        (attention scores, MLP activations), and recomputes the rest: the same values, less memory,
+        about one more forward of compute (what a train step at real scale needs).
         """
         input_ids = jnp.asarray(input_ids)
         if input_ids.ndim != 2:
@@ -263,8 +266,13 @@ class Transformer(nnx.Module):
         causal = jnp.tril(jnp.ones((t, t), bool))
         mask = causal[None] & attention_mask[:, None, :]
         x = self._embed(input_ids)
-        for layer in self.layers:
-            x, _ = layer(x, positions, mask)
+        if remat:
+            block = nnx.remat(_block_output)
+            for layer in self.layers:
+                x = block(layer, x, positions, mask)
+        else:
+            for layer in self.layers:
+                x, _ = layer(x, positions, mask)
         return self._logits(x)
 
     # -- cached forward
@@ -291,6 +299,11 @@ class Transformer(nnx.Module):
 
 
 # ------------------------------------------------------------------------ helpers
+def _block_output(layer: "Block", x, positions, mask):
+    """One layer's output without its cache (the rematerialised unit of ``Transformer.__call__``)."""
+    return layer(x, positions, mask)[0]
+
+
 def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
     """fp32 log p(targets) under logits [b, t, v]; targets [b, t]."""
     lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)

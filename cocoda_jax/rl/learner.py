@@ -54,13 +54,15 @@ GRPO_OPTIONAL = ("old_logp", "ref_logp")
 @dataclasses.dataclass(frozen=True)
 class LearnerConfig:
     """What the train steps need besides the model: optimizer, GRPO hyper-parameters, the number
-    of micro-batches per step and the SFT loss aggregation (``constant`` uses ``sft_max_tokens``)."""
+    of micro-batches per step, the SFT loss aggregation (``constant`` uses ``sft_max_tokens``) and
+    whether the forward rematerialises its layers (``remat``: same gradients, less memory)."""
 
     optim: OptimConfig = dataclasses.field(default_factory=lambda: OptimConfig(learning_rate=1e-3))
     grpo: G.GRPOConfig = dataclasses.field(default_factory=G.GRPOConfig)
     num_micro_batches: int = 1
     sft_aggregation: str = "token_mean"
     sft_max_tokens: int = 512
+    remat: bool = False  # rematerialise each layer in the train steps' forward (Transformer.__call__)
 
     def __post_init__(self) -> None:
         if self.num_micro_batches < 1:
@@ -241,7 +243,7 @@ class Learner:
 
     def _forward_logp(self, params, tokens, valid):
         """``logits[:, :-1]`` and the log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` (every scorer's path)."""
-        logits = nnx.merge(self.graphdef, params)(tokens, attention_mask=valid)[:, :-1]
+        logits = nnx.merge(self.graphdef, params)(tokens, attention_mask=valid, remat=self.config.remat)[:, :-1]
         return logits, token_log_probs(logits, tokens[:, 1:])
 
     def _log_probs(self, params, tokens, valid):

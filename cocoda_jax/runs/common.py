@@ -252,7 +252,7 @@ def sft_learner_config(config: ConfigLike) -> LearnerConfig:
     s = RunSettings.of(config).sft
     optim = OptimConfig(learning_rate=s.learning_rate, schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps),
                         total_steps=max(s.steps, 1), end_fraction=0.1, clip_norm=1.0)
-    return LearnerConfig(optim=optim, num_micro_batches=s.micro_batches)
+    return LearnerConfig(optim=optim, num_micro_batches=s.micro_batches, remat=RunSettings.of(config).model.remat)
 
 
 def sft_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
@@ -265,7 +265,8 @@ def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
     settings = RunSettings.of(config)
     optim = OptimConfig(learning_rate=settings.required("coevolve").refresh_learning_rate, schedule="constant",
                         clip_norm=1.0)
-    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=settings.sft.micro_batches), mesh)
+    return Learner(model, LearnerConfig(optim=optim, num_micro_batches=settings.sft.micro_batches,
+                                        remat=settings.model.remat), mesh)
 
 
 def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
@@ -278,7 +279,7 @@ def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
                             advantage=g.advantage, loss=g.loss)
     except ValueError as e:
         raise ConfigError(f"config.grpo: {e}") from e
-    return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches)
+    return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches, remat=settings.model.remat)
 
 
 def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:

@@ -15,7 +15,7 @@ No key gets a default the configs do not give, except the ones the jobs always t
 the ``distributed``, ``warm``, ``coevolve``, ``rods`` and ``report`` sections (``launch.train`` needs
 none of the last four; ``launch.coevolve`` requires them), ``domain.module`` (``""``), ``grpo.advantage``
 and ``grpo.loss`` (``"grpo"``), ``rods.signal`` (``"reward"``), ``rods.selection``
-(``"priority"``), ``coevolve.mine_in_rounds`` (``True``), ``coevolve.proposers`` (``"symbolic"``)
+(``"priority"``), ``model.remat`` (``False``), ``coevolve.mine_in_rounds`` (``True``), ``coevolve.proposers`` (``"symbolic"``)
 and ``coevolve.teacher`` (:class:`TeacherSettings`' defaults, used only by a teacher run).
 
 ``domain`` is the one open section: apart from ``name`` and ``module`` its keys are the registered
@@ -193,19 +193,22 @@ class DomainSettings(_Section):
 
 @dataclasses.dataclass(frozen=True)
 class ModelSettings(_Section):
-    """``config.model``: a preset of cocoda_jax.models.config, the BPE vocabulary of ``tiny``, and a
-    local HF checkpoint directory (``""``: none)."""
+    """``config.model``: a preset of cocoda_jax.models.config, the BPE vocabulary of ``tiny``, a
+    local HF checkpoint directory (``""``: none), and ``remat``: rematerialise each layer in the train
+    steps (less memory, one more forward of compute; off in the CPU miniature)."""
 
     SECTION = "model"
 
     preset: str
     vocab_size: int
     hf_checkpoint: str
+    remat: bool = False
 
     def __post_init__(self) -> None:
         self._str("preset", nonempty=True)
         self._int("vocab_size", 1)
         self._str("hf_checkpoint")
+        self._bool("remat")
 
 
 @dataclasses.dataclass(frozen=True)
