@@ -250,7 +250,7 @@ class Transformer(nnx.Module):
 
         Positions default to the count of real tokens before each slot, so a left-padded
         row gets the same logits as the unpadded one. ``remat``: each layer is rematerialised
-        (``nnx.remat``) so a backward pass keeps only the layers' inputs, not their intermediates
+        (``jax.checkpoint``) so a backward pass keeps only the layers' inputs, not their intermediates
         (attention scores, MLP activations), and recomputes the rest: the same values, less memory,
         about one more forward of compute (what a train step at real scale needs).
         """
@@ -267,9 +267,8 @@ class Transformer(nnx.Module):
         mask = causal[None] & attention_mask[:, None, :]
         x = self._embed(input_ids)
         if remat:
-            block = nnx.remat(_block_output)
             for layer in self.layers:
-                x = block(layer, x, positions, mask)
+                x = _rematerialised_block(layer, x, positions, mask)
         else:
             for layer in self.layers:
                 x, _ = layer(x, positions, mask)
@@ -299,9 +298,15 @@ class Transformer(nnx.Module):
 
 
 # ------------------------------------------------------------------------ helpers
-def _block_output(layer: "Block", x, positions, mask):
-    """One layer's output without its cache (the rematerialised unit of ``Transformer.__call__``)."""
-    return layer(x, positions, mask)[0]
+def _rematerialised_block(layer: "Block", x, positions, mask):
+    """One layer's output under ``jax.checkpoint``, on its split (graphdef, state): a pure function,
+    so it nests in any trace (a micro-batch ``lax.scan``, ``grad``) without NNX state updates."""
+    graphdef, state = nnx.split(layer)
+
+    def run(state, x, positions, mask):
+        return nnx.merge(graphdef, state)(x, positions, mask)[0]
+
+    return jax.checkpoint(run)(state, x, positions, mask)
 
 
 def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:

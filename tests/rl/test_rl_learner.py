@@ -247,8 +247,10 @@ def test_remat_gives_the_same_steps(small_model):
     plain = _run(small_model)[2]
     remat = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, remat=True))
     data = _batch()
-    for kind, step in (("sft", remat.sft_step), ("grpo", remat.grpo_step)):
-        state, metrics = step(remat.init_state(), data)
+    micro = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, remat=True, num_micro_batches=2))
+    for kind, step in (("sft", remat.sft_step), ("grpo", remat.grpo_step), ("sft", micro.sft_step),
+                       ("grpo", micro.grpo_step)):
+        state, metrics = step((micro if step.__self__ is micro else remat).init_state(), data)
         got_metrics, got_params = jax.device_get((metrics, state.params))
         want_metrics, want_params = plain[kind]
         for key in METRICS[kind]:
