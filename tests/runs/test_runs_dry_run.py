@@ -45,7 +45,10 @@ def test_the_plan_matches_what_a_real_learner_holds_per_device():
     assert plan["model"]["params"] == n_params and per["params"] < 4 * n_params  # float32, sharded
     assert per["reference"] == 0 and per["train_step_temp"] > 0
     assert per["total"] == per["params"] + per["optimizer"] + per["reference"] + per["train_step_temp"]
-    assert plan["steps"]["grpo"]["rows"] == settings.grpo.tasks_per_iteration * settings.grpo.group_size
+    grpo = plan["steps"]["grpo"]
+    assert grpo["rows"] == settings.grpo.tasks_per_iteration * settings.grpo.group_size
+    per_device_rows = -(-grpo["rows"] // (grpo["micro_batches"] * 2))  # fsdp 2 splits the batch
+    assert grpo["logits_bytes"] == per_device_rows * 63 * settings.model.vocab_size * 4
     assert plan["fits_h200"] is True
 
 
