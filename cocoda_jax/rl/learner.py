@@ -99,23 +99,25 @@ class Learner:
         self.graphdef, params = nnx.split(model)
         self.optimizer = make_optimizer(self.config.optim)
         self.schedule = make_schedule(self.config.optim)
-        opt_shardings = None
+        opt_shapes = jax.eval_shape(self.optimizer.init, params)
         if mesh is not None:  # onto the mesh by the logical-axis rules (a no-op where already there)
             shardings = param_shardings(params, mesh)
             params = jax.device_put(params, shardings)
             # moments sharded like their params (XLA would replicate the zeros)
-            opt_shardings = opt_state_shardings(self.optimizer, jax.eval_shape(self.optimizer.init, params),
-                                                shardings, mesh)
-        with self._ctx():
-            opt_state = jax.jit(self.optimizer.init, out_shardings=opt_shardings)(params)
-            step = jnp.zeros((), jnp.int32)
-        state = TrainState(params=params, opt_state=opt_state, step=step)
-        self._state_shardings = jax.tree.map(lambda x: x.sharding, state)
-        if self.mesh is not None:
-            self._state_shardings = dataclasses.replace(self._state_shardings, step=self._replicated())
-        # committed like the step's outputs, so the second step hits the first one's compile cache
-        self._initial = jax.device_put(state, self._state_shardings)
-        self._copy = jax.jit(lambda s: jax.tree.map(jnp.copy, s), out_shardings=self._state_shardings)
+            opt_shardings = opt_state_shardings(self.optimizer, opt_shapes, shardings, mesh)
+            step_sharding = self._replicated()
+        else:
+            shardings = jax.tree.map(lambda x: x.sharding, params)
+            step_sharding = jax.sharding.SingleDeviceSharding(jax.tree.leaves(params)[0].devices().pop())
+            opt_shardings = jax.tree.map(lambda _: step_sharding, opt_shapes)
+        self._state_shardings = TrainState(params=shardings, opt_state=opt_shardings, step=step_sharding)
+        # Only the initial params are kept (the model's own arrays where they were already placed):
+        # a step-0 state, with its copy of the params and fresh optimizer moments, is made on demand,
+        # so a learner never holds a second copy of the params nor the moments (2x params for Adam).
+        self._initial_params = params
+        self._fresh = jax.jit(lambda p: TrainState(params=jax.tree.map(jnp.copy, p), opt_state=self.optimizer.init(p),
+                                                   step=jnp.zeros((), jnp.int32)),
+                              out_shardings=self._state_shardings)
         self._sft = self._make_step(self._sft_sums, _finalize_sft)
         self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
         self._score = jax.jit(self._log_probs)
@@ -165,15 +167,13 @@ class Learner:
         because the steps donate their state: the model given to the constructor stays valid (it
         can serve as the frozen reference) and every call starts the same run again."""
         with self._ctx():
-            return self._copy(self._initial)
+            return self._fresh(self._initial_params)
 
     def state_from_params(self, params: nnx.State) -> TrainState:
         """A step-0 state around existing params (e.g. GRPO starting from the SFT planner, with this
         learner's own optimizer): the params are copied onto this learner's shardings."""
         with self._ctx():
-            params = jax.device_put(params, self._state_shardings.params)
-            fresh = TrainState(params=params, opt_state=self.optimizer.init(params), step=jnp.zeros((), jnp.int32))
-            return self._copy(jax.device_put(fresh, self._state_shardings))
+            return self._fresh(jax.device_put(params, self._state_shardings.params))
 
     def model(self, state: TrainState) -> nnx.Module:
         """The planner with ``state``'s params (for the sampler or evaluation)."""

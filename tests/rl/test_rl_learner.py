@@ -256,3 +256,27 @@ def test_remat_gives_the_same_steps(small_model):
         for key in METRICS[kind]:
             np.testing.assert_allclose(got_metrics[key], want_metrics[key], rtol=1e-5, atol=1e-6, err_msg=key)
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_params, want_params)
+
+
+def test_a_learner_holds_no_optimizer_state_or_second_param_copy(small_model):
+    """Built on a model already in place, a learner adds no device arrays of the params' or the
+    moments' size (the main job builds three learners; at scale each copy is gigabytes)."""
+    import gc
+
+    def live_bytes():
+        gc.collect()
+        return sum(a.nbytes for a in jax.live_arrays())
+
+    param_bytes = sum(x.nbytes for x in jax.tree.leaves(nnx_state(small_model)))
+    before = live_bytes()
+    learner = Learner(small_model, LearnerConfig(optim=OptimConfig(learning_rate=1e-3)))
+    assert live_bytes() - before < param_bytes // 4
+    state = learner.init_state()  # made on demand: params copied, Adam's two moments
+    assert live_bytes() - before >= 3 * param_bytes
+    del state
+
+
+def nnx_state(model):
+    from flax import nnx
+
+    return nnx.state(model)
