@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
-from cocoda_jax.runs.common import exit_on_config_error
+from cocoda_jax.runs.common import exit_on_config_error, local_workdir
 from cocoda_jax.runs.logs import route_logs
 from cocoda_jax.runs.settings import RunSettings
 
@@ -61,7 +60,7 @@ def main(argv) -> None:
         return
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required (unless --dry_run)")
-    workdir = Path(_WORKDIR.value)
+    workdir = local_workdir(_WORKDIR.value)
     route_logs(workdir)  # the console shows warnings; the full log is workdir/logs/run.log
     report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)
     if _BASELINE.value:

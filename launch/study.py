@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 from absl import app, flags
 from ml_collections import config_flags
 
-from cocoda_jax.runs.common import exit_on_config_error
+from cocoda_jax.runs.common import exit_on_config_error, local_workdir
 from cocoda_jax.runs.logs import route_logs
 from cocoda_jax.study import run as study_run
 
@@ -55,7 +54,7 @@ def _config():
 
 def main(argv) -> None:
     del argv
-    workdir = Path(_WORKDIR.value)
+    workdir = local_workdir(_WORKDIR.value)
     route_logs(workdir)  # the cells' INFO logs go to workdir/logs/run.log; the console keeps the progress lines
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
     study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,

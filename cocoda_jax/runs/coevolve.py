@@ -396,7 +396,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     config other than the checkpoint's is a ConfigError unless ``allow_config_change``.
     ``progress``: show progress bars; ``stop_after_round``: return after that round's checkpoint."""
     settings = _settings(config)
-    workdir = Path(workdir)
+    workdir = common.local_workdir(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     common.maybe_initialize_distributed(settings)
     t_process = time.perf_counter()

@@ -15,6 +15,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,17 @@ THIRD_PARTY_DOMAINS = {"bfcl_multi_turn": "third_party.benchmarks.bfcl_domain"}
 #: The domains a config can name out of the box (more register themselves, see cocoda_jax.data.domain).
 DOMAINS = (*D.BUILTIN_NAMES, *THIRD_PARTY_DOMAINS)
 BENCHMARK_DOMAINS = ("gsm8k", "math")
+
+
+def local_workdir(workdir: str | os.PathLike) -> Path:
+    """``workdir`` as a local path; a URL (``gs://``, ``s3://``) is a :class:`ConfigError`, raised before
+    anything is written: the jobs write with local file operations, and ``Path`` would quietly turn
+    ``gs://bucket/run`` into a local directory ``gs:/bucket/run``. (Use a mounted bucket path.)"""
+    text = os.fspath(workdir)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        raise ConfigError(f"--workdir {text!r} is a URL: remote work directories are not supported yet (the job "
+                          "writes with local file operations); give a local or mounted path")
+    return Path(text)
 
 
 def exit_on_config_error(main: Any) -> Any:

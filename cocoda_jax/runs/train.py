@@ -116,7 +116,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     common.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
                    "checkpoint", "retrieval")
     settings = RunSettings.parse(config)  # the whole config parsed and checked once, before anything is built
-    workdir = Path(workdir)
+    workdir = common.local_workdir(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     common.maybe_initialize_distributed(settings)
     t_start = time.perf_counter()

@@ -331,3 +331,17 @@ def test_the_multi_host_start_runs_once_per_process(monkeypatch):
     calls.clear()
     C.maybe_initialize_distributed(config)
     assert calls == []
+
+
+@pytest.mark.parametrize("url", ["gs://bucket/run", "s3://b/r", "file:///tmp/x"])
+def test_a_url_workdir_is_refused_before_anything_is_written(url, tmp_path, monkeypatch):
+    """``Path("gs://bucket/run")`` is the local directory ``gs:/bucket/run``: refused instead."""
+    from cocoda_jax.runs import coevolve, train
+    from tests.runs.conftest import tiny_config
+
+    monkeypatch.chdir(tmp_path)
+    for job in (coevolve.run, train.run):
+        with pytest.raises(C.ConfigError, match="is a URL"):
+            job(tiny_config(), url, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    assert C.local_workdir("runs/a:b") == Path("runs/a:b")  # a colon alone does not make a URL
