@@ -94,23 +94,9 @@ class Learner:
     """
 
     def __init__(self, model: nnx.Module, config: LearnerConfig | None = None, mesh: jax.sharding.Mesh | None = None):
-        self.config = LearnerConfig() if config is None else config
-        self.mesh = mesh
-        self.graphdef, params = nnx.split(model)
-        self.optimizer = make_optimizer(self.config.optim)
-        self.schedule = make_schedule(self.config.optim)
-        opt_shapes = jax.eval_shape(self.optimizer.init, params)
+        params, _ = self._setup(model, LearnerConfig() if config is None else config, mesh)
         if mesh is not None:  # onto the mesh by the logical-axis rules (a no-op where already there)
-            shardings = param_shardings(params, mesh)
-            params = jax.device_put(params, shardings)
-            # moments sharded like their params (XLA would replicate the zeros)
-            opt_shardings = opt_state_shardings(self.optimizer, opt_shapes, shardings, mesh)
-            step_sharding = self._replicated()
-        else:
-            shardings = jax.tree.map(lambda x: x.sharding, params)
-            step_sharding = jax.sharding.SingleDeviceSharding(jax.tree.leaves(params)[0].devices().pop())
-            opt_shardings = jax.tree.map(lambda _: step_sharding, opt_shapes)
-        self._state_shardings = TrainState(params=shardings, opt_state=opt_shardings, step=step_sharding)
+            params = jax.device_put(params, self._state_shardings.params)
         # Only the initial params are kept (the model's own arrays where they were already placed):
         # a step-0 state, with its copy of the params and fresh optimizer moments, is made on demand,
         # so a learner never holds a second copy of the params nor the moments (2x params for Adam).
@@ -118,9 +104,29 @@ class Learner:
         self._fresh = jax.jit(lambda p: TrainState(params=jax.tree.map(jnp.copy, p), opt_state=self.optimizer.init(p),
                                                    step=jnp.zeros((), jnp.int32)),
                               out_shardings=self._state_shardings)
+        self._score = jax.jit(self._log_probs)
+
+    def _setup(self, model: nnx.Module, config: LearnerConfig, mesh: jax.sharding.Mesh | None) -> tuple[Any, Any]:
+        """What concrete and abstract learners share: the split planner, the optimizer, the state's
+        shardings and the jitted steps. Returns the params and the optimizer state's shapes."""
+        self.config, self.mesh = config, mesh
+        self.graphdef, params = nnx.split(model)
+        self.optimizer = make_optimizer(config.optim)
+        self.schedule = make_schedule(config.optim)
+        opt_shapes = jax.eval_shape(self.optimizer.init, params)
+        if mesh is not None:
+            shardings = param_shardings(params, mesh)
+            # moments sharded like their params (XLA would replicate the zeros)
+            opt_shardings = opt_state_shardings(self.optimizer, opt_shapes, shardings, mesh)
+            step_sharding = self._replicated()
+        else:  # concrete params on one device
+            shardings = jax.tree.map(lambda x: x.sharding, params)
+            step_sharding = jax.sharding.SingleDeviceSharding(jax.tree.leaves(params)[0].devices().pop())
+            opt_shardings = jax.tree.map(lambda _: step_sharding, opt_shapes)
+        self._state_shardings = TrainState(params=shardings, opt_state=opt_shardings, step=step_sharding)
         self._sft = self._make_step(self._sft_sums, _finalize_sft)
         self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
-        self._score = jax.jit(self._log_probs)
+        return params, opt_shapes
 
     @classmethod
     def abstract(cls, model: nnx.Module, config: LearnerConfig, mesh: jax.sharding.Mesh) -> "Learner":
@@ -128,20 +134,12 @@ class Learner:
         whose steps can be lowered and compiled but not run: what ``launch.coevolve --dry_run`` sizes
         without allocating a real-scale model. :meth:`abstract_state` is its state's shapes and shardings."""
         self = cls.__new__(cls)
-        self.config, self.mesh = config, mesh
-        self.graphdef, params = nnx.split(model)
-        self.optimizer = make_optimizer(config.optim)
-        self.schedule = make_schedule(config.optim)
-        shardings = param_shardings(params, mesh)
-        opt_shapes = jax.eval_shape(self.optimizer.init, params)
-        opt_shardings = opt_state_shardings(self.optimizer, opt_shapes, shardings, mesh)
-        self._state_shardings = TrainState(params=shardings, opt_state=opt_shardings, step=self._replicated())
+        params, opt_shapes = self._setup(model, config, mesh)
         shaped = lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)  # noqa: E731
-        self._abstract_state = TrainState(params=jax.tree.map(shaped, params, shardings),
-                                          opt_state=jax.tree.map(shaped, opt_shapes, opt_shardings),
-                                          step=jax.ShapeDtypeStruct((), jnp.int32, sharding=self._replicated()))
-        self._sft = self._make_step(self._sft_sums, _finalize_sft)
-        self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
+        sh = self._state_shardings
+        self._abstract_state = TrainState(params=jax.tree.map(shaped, params, sh.params),
+                                          opt_state=jax.tree.map(shaped, opt_shapes, sh.opt_state),
+                                          step=jax.ShapeDtypeStruct((), jnp.int32, sharding=sh.step))
         return self
 
     def abstract_state(self) -> TrainState:
