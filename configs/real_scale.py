@@ -11,6 +11,8 @@ The student's weights and tokenizer come from a local HF directory (``--config.m
 nothing is downloaded), the benchmark files from ``--config.domain.data_dir``.
 """
 
+import ml_collections
+
 from configs import default
 
 MESHES = {
@@ -26,10 +28,17 @@ def make(preset: str, benchmark: str, mesh: str = "node8"):
     c.model.preset = preset
     c.model.hf_checkpoint = ""            # set on the command line: a local HF Qwen3 directory
     c.mesh.update(MESHES[(preset, mesh)])
-    c.domain.name = benchmark
-    c.domain.data_dir = ""                # set on the command line: the benchmark's local files
-    c.domain.max_depth = 0
-    c.domain.n_train, c.domain.n_val, c.domain.n_test = 7000, 500, 1319
+    # The benchmark's local files (train/test; third_party/benchmarks/word_problems.py): validation is held
+    # out of the training file. GSM8K's test has 1,319 questions; MATH's 5,000.
+    c.domain = ml_collections.ConfigDict(dict(name=benchmark, module="", seed=0, data_dir="", n_train=7000, n_val=500,
+                                              n_test=1319 if benchmark == "gsm8k" else 5000))
+    # Stage 0: the benchmarks have answers, not programs. K programs a question from a teacher behind an
+    # OpenAI-compatible endpoint (or the student served by launch/serve.py: source="student"), kept when
+    # they verify (cocoda_jax/demos; docs/real_scale.md).
+    c.demos = ml_collections.ConfigDict(dict(
+        source="teacher", path="", collect=True, k=4, concurrency=32, chunk=256, base_url="http://127.0.0.1:8000",
+        model="teacher", api_key_env="OPENAI_API_KEY", timeout_s=300.0, max_retries=5, temperature=0.7,
+        max_tokens=512))
     c.rollout.update(dict(max_steps=12, max_len=4096, max_new_tokens=256, temperature=1.0))
     c.retrieval.update(dict(card_style="compact", k=8))
     c.sft.update(dict(steps=2000, batch_size=64, learning_rate=1e-5, warmup_steps=100,

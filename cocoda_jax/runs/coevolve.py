@@ -60,7 +60,7 @@ from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.rods.tracker import tracking_reward
-from cocoda_jax.runs import common
+from cocoda_jax.runs import common, stage0
 from cocoda_jax.runs.progress import IncumbentRecord, Outcome, RunProgress, outcome_of
 from cocoda_jax.runs.settings import RunSettings
 
@@ -185,7 +185,8 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
              show_progress: bool) -> _RunContext:
     """The domain, the tokenizer (trained on the gold demonstrations, or reused), the planner and
     its three learners."""
-    domain = common.build_domain(settings, sandbox)
+    domain = stage0.demonstrated(settings, workdir, sandbox, common.build_domain(settings, sandbox),
+                                 show_progress=show_progress)
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.train)
     tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)

@@ -43,10 +43,10 @@ from cocoda_jax.runs.settings import RunSettings, section  # section: re-exporte
 ConfigLike = Any
 
 #: Third-party domains, registered when their module is imported (on first use of their name).
-THIRD_PARTY_DOMAINS = {"bfcl_multi_turn": "third_party.benchmarks.bfcl_domain"}
+THIRD_PARTY_DOMAINS = {"bfcl_multi_turn": "third_party.benchmarks.bfcl_domain",
+                       "gsm8k": "third_party.benchmarks.word_problems", "math": "third_party.benchmarks.word_problems"}
 #: The domains a config can name out of the box (more register themselves, see cocoda_jax.data.domain).
 DOMAINS = (*D.BUILTIN_NAMES, *THIRD_PARTY_DOMAINS)
-BENCHMARK_DOMAINS = ("gsm8k", "math")
 
 
 def local_workdir(workdir: str | os.PathLike) -> Path:
@@ -123,12 +123,7 @@ def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str
 
 def domain_spec(name: str) -> D.TaskDomain:
     """The registered domain ``name`` (a third-party one imported first, a config's
-    ``domain.module`` too); the benchmark domains and unknown names are a :class:`ConfigError`."""
-    if name in BENCHMARK_DOMAINS:
-        raise ConfigError(
-            f"config.domain.name {name!r}: the benchmark loaders (third_party.benchmarks) read its files, but "
-            "the co-evolution launcher cannot run it yet: stage 1 needs teacher trajectories in the action "
-            "format (gold programs), which the embedded domains generate and GSM8K/MATH do not provide")
+    ``domain.module`` too); an unknown name is a :class:`ConfigError`."""
     if name in THIRD_PARTY_DOMAINS and name not in D.domain_names():
         try:
             importlib.import_module(THIRD_PARTY_DOMAINS[name])

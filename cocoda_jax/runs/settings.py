@@ -373,6 +373,60 @@ class TeacherSettings(_Section):
                                      temperature=self.temperature, max_tokens=self.max_tokens)
 
 
+DEMO_SOURCES = ("teacher", "student")
+
+
+@dataclasses.dataclass(frozen=True)
+class DemosSettings(_Section):
+    """``config.demos``: stage 0, for a domain whose training tasks carry answers but no programs
+    (GSM8K, MATH; :mod:`cocoda_jax.demos`). ``k`` programs a question are asked of the model behind
+    ``base_url`` (OpenAI-compatible), ``concurrency`` requests at a time, and the verified ones kept
+    in ``path`` (``""``: ``WORKDIR/demos/demonstrations.jsonl``). ``source`` says who answers, for the
+    records' provenance: ``"teacher"`` (a large model) or ``"student"`` (the student itself, served by
+    ``launch/serve.py``: rejection sampling). ``collect=False``: use only what ``path`` already holds
+    (e.g. a file from ``launch/collect_demos.py``); never ask."""
+
+    SECTION = "demos"
+
+    source: str = "teacher"
+    path: str = ""
+    collect: bool = True
+    k: int = 4
+    concurrency: int = 8
+    chunk: int = 64
+    base_url: str = "http://127.0.0.1:8000"
+    model: str = "teacher"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    temperature: float = 0.7
+    max_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        self._str("source", choices=DEMO_SOURCES)
+        self._str("path")
+        self._bool("collect")
+        for key in ("k", "concurrency", "chunk", "max_tokens"):
+            self._int(key, 1)
+        self._int("max_retries", 0)
+        self._str("base_url", nonempty=True)
+        self._str("model", nonempty=True)
+        self._str("api_key_env")
+        self._number("timeout_s", above=0)
+        self._number("temperature", at_least=0)
+        try:
+            self.endpoint()
+        except ValueError as e:
+            raise ConfigError(f"config.demos: {e}") from None
+
+    def endpoint(self) -> Any:
+        from third_party.teacher import TeacherEndpointConfig  # optional: only stage 0 needs it
+
+        return TeacherEndpointConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env or None,
+                                     timeout_s=self.timeout_s, max_retries=self.max_retries,
+                                     temperature=self.temperature, max_tokens=self.max_tokens)
+
+
 @dataclasses.dataclass(frozen=True)
 class CoevolveSettings(_Section):
     """``config.coevolve``: stage 3's rounds, the mining threshold ``rho``, the frozen-library
@@ -495,7 +549,7 @@ _REQUIRED = {"model": ModelSettings, "mesh": MeshSettings, "rollout": RolloutCon
              "sandbox": SandboxSettings, "checkpoint": CheckpointSettings}
 #: Sections a run may lack (``None``): the multi-host start, and what only the co-evolution job reads.
 _OPTIONAL = {"distributed": DistributedSettings, "warm": WarmSettings, "coevolve": CoevolveSettings,
-             "rods": RodsSettings, "report": ReportSettings}
+             "rods": RodsSettings, "report": ReportSettings, "demos": DemosSettings}
 TOP_LEVEL = ("seed", "domain", *_REQUIRED, *_OPTIONAL)
 
 
@@ -520,6 +574,7 @@ class RunSettings:
     coevolve: CoevolveSettings | None = None
     rods: RodsSettings | None = None
     report: ReportSettings | None = None
+    demos: DemosSettings | None = None
 
     def __post_init__(self) -> None:
         if not (_is_int(self.seed) and self.seed >= 0):
@@ -558,7 +613,7 @@ class RunSettings:
 
 
 __all__ = [
-    "CheckpointSettings", "CoevolveSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
+    "CheckpointSettings", "CoevolveSettings", "DemosSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
     "MeshSettings", "ModelSettings", "ReportSettings", "RodsSettings", "RunSettings", "SandboxSettings",
     "SftSettings", "TOP_LEVEL", "WarmSettings", "section",
 ]

@@ -31,7 +31,7 @@ from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import Tokenizer
-from cocoda_jax.runs import common
+from cocoda_jax.runs import common, stage0
 from cocoda_jax.runs.progress import Phase, TrainProgress, ValidationPoint
 from cocoda_jax.runs.settings import RunSettings
 
@@ -143,7 +143,8 @@ def _build_job(config: ml_collections.ConfigDict, settings: RunSettings, workdir
     """The domain, its prompts, the tokenizer (trained on the gold demonstrations, or reused), the
     demonstrations (a ConfigError if none fits ``rollout.max_len``), the planner and its learners."""
     rollout, retrieval = settings.rollout, settings.retrieval
-    domain = common.build_domain(settings, sandbox)
+    domain = stage0.demonstrated(settings, workdir, sandbox, common.build_domain(settings, sandbox),
+                                 show_progress=show_progress)
     library = domain.library
     cards = common.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in domain.train],
                                 {str(t.id): t.question for t in domain.train})

@@ -37,9 +37,13 @@ def test_node8_meshes_use_eight_devices_and_tpu_meshes_shard_fsdp(name):
     assert tpu.mesh.data == -1 and tpu.mesh.fsdp == 8
 
 
-def test_benchmark_domains_are_refused_with_the_reason(tmp_path):
-    with pytest.raises(C.ConfigError, match="teacher trajectories"):
+def test_a_benchmark_domain_without_its_files_is_a_config_error(tmp_path):
+    with pytest.raises(C.ConfigError, match="data_dir"):
         C.build_domain(_load("qwen3_0p6b_gsm8k"), sandbox=None)
+    c = _load("qwen3_0p6b_math")
+    c.domain.data_dir = str(tmp_path)
+    with pytest.raises(C.ConfigError, match="MATH"):
+        C.build_domain(c, sandbox=None)
 
 
 def test_a_mesh_larger_than_the_machine_is_a_config_error():

@@ -129,22 +129,29 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def request_body(self, messages: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    def request_body(self, messages: Sequence[Mapping[str, str]],
+                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body; ``extra`` adds fields (``seed``, ``n``) but cannot replace the config's."""
         for i, m in enumerate(messages):
             if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
                 raise ValueError(f"message {i} must be a mapping with str 'role' and 'content', got {m!r}")
-        return {"model": self.config.model, "messages": [dict(m) for m in messages],
+        body = {"model": self.config.model, "messages": [dict(m) for m in messages],
                 "temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+        clash = sorted(set(extra or {}) & set(body))
+        if clash:
+            raise ValueError(f"extra body fields {clash} would replace the endpoint config's")
+        return {**body, **dict(extra or {})}
 
     def _post_once(self, data: bytes) -> bytes:
         req = urllib.request.Request(self.config.url, data=data, headers=self._headers(), method="POST")
         with self._opener.open(req, timeout=self.config.timeout_s) as resp:
             return resp.read()
 
-    def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
-        """POSTs ``messages`` and returns the reply text; retries transient failures."""
+    def complete(self, messages: Sequence[Mapping[str, str]], extra: Mapping[str, Any] | None = None) -> str:
+        """POSTs ``messages`` (and the ``extra`` body fields) and returns the reply text; retries
+        transient failures."""
         url = self.config.url
-        data = json.dumps(self.request_body(messages)).encode("utf-8")
+        data = json.dumps(self.request_body(messages, extra)).encode("utf-8")
         attempts = self.config.max_retries + 1
         last: TeacherError | None = None
         for attempt in range(attempts):
