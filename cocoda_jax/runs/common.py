@@ -61,13 +61,17 @@ def local_workdir(workdir: str | os.PathLike) -> Path:
 
 
 def exit_on_config_error(main: Any) -> Any:
-    """``main`` for ``absl.app.run``: a refused config ends the job with its message (exit status
-    1), not a traceback."""
+    """``main`` for ``absl.app.run``: a refused config, or stage 0's endpoint failing, ends the job
+    with its message (exit status 1), not a traceback."""
+    from cocoda_jax.demos import DemoEndpointError
+
     def wrapped(argv):
         try:
             return main(argv)
         except ConfigError as e:
             raise SystemExit(f"config error: {e}") from None
+        except DemoEndpointError as e:
+            raise SystemExit(str(e)) from None
     return wrapped
 
 
@@ -319,10 +323,12 @@ def retrieval_summary(cards: PromptCards, tasks: Any, evaluation: Evaluation, to
     """report.json's ``retrieval`` section on ``tasks`` (the split ``evaluation`` played): the share
     whose gold tools are all in ``C_q(L)`` (the gold program's, or the same program refactored to
     call the library's composites), the mean share of gold tools found, prompt tokens per episode
-    and the episodes whose prompt left no room for a step within ``max_len``."""
+    and the episodes whose prompt left no room for a step within ``max_len``. Tasks without a gold
+    program (a benchmark's test questions) have no gold tools: they are left out of the recall
+    (``None`` when no task has one)."""
     from cocoda_jax.coevolve.validate import gold_tool_sets
     found, share = [], []
-    for t in tasks:
+    for t in (t for t in tasks if str(getattr(t, "program", "") or "").strip()):
         chosen = set(cards.tools(t))
         sets = gold_tool_sets(t, cards.snapshot)
         found.append(any(g <= chosen for g in sets))
@@ -331,7 +337,8 @@ def retrieval_summary(cards: PromptCards, tasks: Any, evaluation: Evaluation, to
     n = max(len(prompt_tokens), 1)
     return {"mode": cards.config.mode, "k": cards.config.k, "card_style": cards.config.card_style,
             "library_size": len(cards.snapshot), "tasks": len(found),
-            "all_gold_found": sum(found) / max(len(found), 1), "gold_recall": sum(share) / max(len(share), 1),
+            "all_gold_found": sum(found) / len(found) if found else None,
+            "gold_recall": sum(share) / len(share) if share else None,
             "prompt_tokens_per_episode": sum(prompt_tokens) / n,
             "overflow_episodes": sum(p + rc.max_new_tokens > rc.max_len for p in prompt_tokens)}
 

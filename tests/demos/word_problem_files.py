@@ -64,3 +64,45 @@ class Oracle:
     def __call__(self, messages, extra):
         self.requests.append((messages, dict(extra)))
         return self.reply_for(question_of(messages[-1]["content"]), extra.get("seed", 0))
+
+
+class OracleServer:
+    """:class:`Oracle` behind a local OpenAI-compatible ``/v1/chat/completions`` (what a vLLM teacher
+    would be in real use); ``url`` for ``config.demos.base_url``."""
+
+    def __init__(self, oracle: Oracle):
+        import http.server
+        import threading
+
+        self.oracle = oracle
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                extra = {k: v for k, v in body.items() if k == "seed"}
+                text = outer.oracle(body["messages"], extra)
+                data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"], "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
