@@ -60,7 +60,7 @@ from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.rods.tracker import tracking_reward
-from cocoda_jax.runs import common, stage0
+from cocoda_jax.runs import common, hosts, stage0
 from cocoda_jax.runs.progress import IncumbentRecord, Outcome, RunProgress, outcome_of
 from cocoda_jax.runs.settings import RunSettings
 
@@ -214,7 +214,7 @@ class _TaskSource:
         seeds = tuple(ctx.domain.train[:rods.n_seeds])
         if rods.curriculum is None:
             return cls(seeds, None)
-        return cls(seeds, Curriculum(seeds, rods.curriculum, ctx.workdir, run_seed=ctx.seed, library=library,
+        return cls(seeds, Curriculum(seeds, rods.curriculum, hosts.host_dir(ctx.workdir), run_seed=ctx.seed, library=library,
                                      sandbox=ctx.sandbox, background=rods.background, selection=rods.selection))
 
     def sample(self, ctx: _RunContext, iteration: int) -> list[Any]:
@@ -371,7 +371,7 @@ def _save(ctx: _RunContext, progress: RunProgress, library: LibrarySnapshot, sta
     """The checkpoint of ``progress.global_step`` and the round's library JSON."""
     payloads = {"progress": progress.to_json(), "library": library}
     if ctx.settings.rods.enabled:
-        payloads["rods_files"] = read_tree(ctx.workdir / "rods")
+        payloads["rods_files"] = read_tree(hosts.host_dir(ctx.workdir) / "rods")
     common.save_checkpoint(ctx.workdir, progress.global_step, state, payloads, ctx.config, ref,
                            keep=ctx.settings.checkpoint.keep)
     failpoints.hit("library/json")
@@ -380,7 +380,9 @@ def _save(ctx: _RunContext, progress: RunProgress, library: LibrarySnapshot, sta
 
 def _write_library_json(workdir: Path, r: int, library: LibrarySnapshot) -> None:
     """``library/round_{r:03d}.json``, atomically (a resume rewrites its checkpoint's own: a kill
-    between the checkpoint and this file must not leave it missing or torn)."""
+    between the checkpoint and this file must not leave it missing or torn). The primary process only."""
+    if not hosts.is_primary():
+        return
     (workdir / "library").mkdir(exist_ok=True)
     write_text_atomic(workdir / "library" / f"round_{r:03d}.json", library.to_json())
 
@@ -404,7 +406,8 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     with common.sandbox_for(settings) as sandbox:
         ctx = _context(config, settings, workdir, sandbox, progress)
         latest = common.latest_checkpoint(workdir)
-        writer = MetricsWriter(workdir, resume_step=common.claim_workdir(workdir, config, latest, allow_config_change))
+        writer = hosts.metrics_writer(workdir, resume_step=common.claim_workdir(workdir, config, latest,
+                                                                                allow_config_change))
         if latest is None:
             run_progress, library, state, ref = _stages_1_and_2(ctx, writer)
             _save(ctx, run_progress, library, state, ref)
@@ -430,7 +433,7 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
     _write_library_json(ctx.workdir, run_progress.round, library)
     state, ref = common.restore_state(ctx.workdir, ctx.grpo_learner, latest.step, ctx.with_reference)
     if "rods_files" in latest.payloads and ctx.settings.rods.enabled:
-        write_tree(ctx.workdir / "rods", latest.payloads["rods_files"])
+        write_tree(hosts.host_dir(ctx.workdir) / "rods", latest.payloads["rods_files"])
     return run_progress, library, state, ref
 
 
@@ -719,10 +722,11 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
                           final_accuracy=run_progress.last_record["val_accuracy"], final_library=library,
                           primitive_names=ctx.primitive_names, wall_s=wall, extra=extra)
     failpoints.hit("report/write")
-    write_report(report, ctx.workdir / "report.json")
-    plot_coevolution(rounds, ctx.workdir / "plots")
-    draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
-    write_html_report(ctx.workdir)  # reads the report, the library JSONs, the metrics and the DAG drawing
+    if hosts.is_primary():
+        write_report(report, ctx.workdir / "report.json")
+        plot_coevolution(rounds, ctx.workdir / "plots")
+        draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
+        write_html_report(ctx.workdir)  # reads the report, the library JSONs, the metrics and the DAG drawing
     return report
 
 

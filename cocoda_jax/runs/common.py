@@ -37,6 +37,7 @@ from cocoda_jax.rl.loop import Evaluation, RolloutConfig
 from cocoda_jax.rl.prompts import PromptCards, RetrievalConfig
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rl.update import OptimConfig
+from cocoda_jax.runs import hosts
 from cocoda_jax.runs.settings import RunSettings, section  # section: re-exported (the one section parser)
 
 #: What the builders below take: a run's ConfigDict (parsed on the way in) or its parsed RunSettings.
@@ -189,14 +190,15 @@ def _build(spec: D.TaskDomain, settings: RunSettings, sandbox: Any) -> Domain:
 def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
     """The run's tokenizer: the checkpoint's own when the planner is a local HF model; else the
     BPE of ``workdir/tokenizer`` when present (a resumed run must not retrain it), else trained on
-    ``texts`` and saved there first."""
+    ``texts`` and saved there first (by the primary process; the others wait and read it)."""
     if hf_checkpoint:
         return Tokenizer(load_tokenizer(hf_checkpoint))
     path = Path(workdir) / "tokenizer"
-    if not path.is_dir():
+    if hosts.is_primary() and not path.is_dir():
         tmp = path.with_name("tokenizer.tmp")
         train_and_save(list(texts), tmp, vocab_size)
         os.replace(tmp, path)
+    hosts.sync("tokenizer")
     return Tokenizer(load_tokenizer(path))
 
 
@@ -392,6 +394,9 @@ def config_diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
 
 
 RUN_CONFIG = "config.json"
+#: Sections that say how this process joins the run, not what the run is: each process of a
+#: multi-host run has its own ``distributed.process_id``, and a restart may get another coordinator.
+NOT_RUN_IDENTITY = ("distributed",)
 
 
 def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:
@@ -400,7 +405,8 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
     A work directory belongs to one run: the config is compared with the one the run was saved
     with (the newest checkpoint's, else ``config.json``, which a run writes before anything else),
     and a difference is a ConfigError naming every changed key, unless ``allow_change`` (then this
-    config claims the directory). Returns the checkpoint's step when resuming; ``-1`` when the same
+    config claims the directory). The :data:`NOT_RUN_IDENTITY` sections are not compared (each process
+    of a multi-host run has its own ``process_id``). Returns the checkpoint's step when resuming; ``-1`` when the same
     run died before its first checkpoint (its partial logs are dropped, it starts over); ``None``
     for a fresh directory."""
     path = Path(workdir) / RUN_CONFIG
@@ -408,12 +414,12 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
     claimed = path.exists()
     saved = latest.config if latest is not None else json.loads(path.read_text()) if claimed else None
     if saved is not None and not allow_change:
-        changed = config_diff(saved, current)
+        changed = [c for c in config_diff(saved, current) if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
         if changed:
             raise ConfigError(f"{workdir} holds a run with another config; resuming it with this one would mix "
                               "two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
                               "--allow_config_change to resume anyway")
-    if not claimed or allow_change:
+    if (not claimed or allow_change) and hosts.is_primary():
         write_text_atomic(path, json.dumps(current, sort_keys=True, indent=2) + "\n")
     if latest is not None:
         return latest.step

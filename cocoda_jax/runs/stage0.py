@@ -16,6 +16,7 @@ from typing import Any
 
 from cocoda_jax import demos as DM
 from cocoda_jax.models.config import ConfigError
+from cocoda_jax.runs import hosts
 from cocoda_jax.runs.settings import DemosSettings, RunSettings
 
 log = logging.getLogger(__name__)
@@ -64,14 +65,16 @@ def demonstrated(settings: RunSettings, workdir: Path, sandbox: Any, domain: Any
                           "so stage 0 must collect demonstrations: add a 'demos' section (an OpenAI-compatible "
                           "endpoint; see docs/real_scale.md)")
     path = demos_path(settings.demos, workdir)
-    if settings.demos.collect:
+    if settings.demos.collect and hosts.is_primary():  # one process asks; the others wait and read the file
         summary = collect_for(settings, domain, sandbox, path, show_progress=show_progress)
         log.info("stage 0: %s", json.dumps(summary.to_dict()))
         summary_path = Path(workdir) / SUMMARY_FILE
         summary_path.parent.mkdir(parents=True, exist_ok=True)
         summary_path.write_text(json.dumps(summary.to_dict(), indent=1) + "\n")
-    elif not path.exists():
-        raise ConfigError(f"config.demos.path {str(path)!r} does not exist and config.demos.collect is False")
+    hosts.sync("stage 0")
+    if not path.exists():
+        raise ConfigError(f"stage 0: no demonstrations file at {str(path)!r}" + (
+            "" if settings.demos.collect else " (config.demos.collect is False: give a collected file as config.demos.path)"))
     records = DM.read_records(path)
     train = DM.attach(domain.train, records)
     if not train:

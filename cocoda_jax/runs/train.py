@@ -31,7 +31,7 @@ from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import Tokenizer
-from cocoda_jax.runs import common, stage0
+from cocoda_jax.runs import common, hosts, stage0
 from cocoda_jax.runs.progress import Phase, TrainProgress, ValidationPoint
 from cocoda_jax.runs.settings import RunSettings
 
@@ -124,7 +124,8 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         job = _build_job(config, settings, workdir, sandbox, progress, stop_after_step)
         latest = common.latest_checkpoint(workdir)
         start = TrainProgress.from_json(latest.payloads["progress"]) if latest else TrainProgress()
-        writer = MetricsWriter(workdir, resume_step=common.claim_workdir(workdir, config, latest, allow_config_change))
+        writer = hosts.metrics_writer(workdir, resume_step=common.claim_workdir(workdir, config, latest,
+                                                                                allow_config_change))
         if start.phase is Phase.SFT:
             position = _sft_stage(job, writer, start, latest)
         else:
@@ -255,7 +256,8 @@ def _finish(job: _Job, writer: MetricsWriter, position: _Position, t_start: floa
         "test_outcomes": final.outcomes(),
         "wall_s_this_process": time.perf_counter() - t_start,
     }
-    (job.workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if hosts.is_primary():
+        (job.workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 

@@ -26,7 +26,7 @@ def gsm8k(tmp_path_factory, sandbox):
     train, test = synthetic_tasks(24, 6)
     directory = write_gsm8k(tmp_path_factory.mktemp("gsm8k"), train, test)
     section = ml_collections.ConfigDict(dict(name="gsm8k", data_dir=str(directory), seed=0, n_train=0, n_val=4,
-                                             n_test=0, max_depth=0))
+                                             n_test=0))
     return W.GSM8K(), W.GSM8K().build(section, sandbox), train
 
 
