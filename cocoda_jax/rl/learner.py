@@ -124,6 +124,10 @@ class Learner:
             step_sharding = jax.sharding.SingleDeviceSharding(jax.tree.leaves(params)[0].devices().pop())
             opt_shardings = jax.tree.map(lambda _: step_sharding, opt_shapes)
         self._state_shardings = TrainState(params=shardings, opt_state=opt_shardings, step=step_sharding)
+        shaped = lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)  # noqa: E731
+        self._abstract_state = TrainState(params=jax.tree.map(shaped, params, shardings),
+                                          opt_state=jax.tree.map(shaped, opt_shapes, opt_shardings),
+                                          step=jax.ShapeDtypeStruct((), jnp.int32, sharding=step_sharding))
         self._sft = self._make_step(self._sft_sums, _finalize_sft)
         self._grpo = self._make_step(self._grpo_sums, self._finalize_grpo)
         return params, opt_shapes
@@ -134,16 +138,12 @@ class Learner:
         whose steps can be lowered and compiled but not run: what ``launch.coevolve --dry_run`` sizes
         without allocating a real-scale model. :meth:`abstract_state` is its state's shapes and shardings."""
         self = cls.__new__(cls)
-        params, opt_shapes = self._setup(model, config, mesh)
-        shaped = lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)  # noqa: E731
-        sh = self._state_shardings
-        self._abstract_state = TrainState(params=jax.tree.map(shaped, params, sh.params),
-                                          opt_state=jax.tree.map(shaped, opt_shapes, sh.opt_state),
-                                          step=jax.ShapeDtypeStruct((), jnp.int32, sharding=sh.step))
+        self._setup(model, config, mesh)
         return self
 
     def abstract_state(self) -> TrainState:
-        """The train state as ``jax.ShapeDtypeStruct`` leaves with their shardings (abstract learners)."""
+        """The train state as ``jax.ShapeDtypeStruct`` leaves with their shardings: what a checkpoint
+        is restored into (nothing allocated), and what an abstract learner's steps are lowered on."""
         return self._abstract_state
 
     def lower_step(self, kind: str, rows: int, length: int, *, with_ref: bool = False) -> Any:

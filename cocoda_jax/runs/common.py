@@ -428,9 +428,11 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
 
 def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) -> tuple[TrainState, Any]:
     """The train state (and reference params) of checkpoint ``step``, restored into ``learner``'s
-    own structure and shardings (so the jitted steps take it without recompiling)."""
-    fresh = learner.init_state()
-    target = ckpt.abstract_state(train_tree(fresh, fresh.params if with_ref else None))
+    own structure and shardings (so the jitted steps take it without recompiling). The target is
+    the learner's abstract state: no fresh state is allocated only to be overwritten (at scale, a
+    second copy of the params and Adam's moments)."""
+    shapes = learner.abstract_state()
+    target = ckpt.abstract_state(train_tree(shapes, shapes.params if with_ref else None))
     restored = ckpt.restore(Path(workdir) / "checkpoints", target, step, decoders={}).state
     state = TrainState(params=restored["params"], opt_state=restored["opt_state"], step=restored["step"])
     return state, restored.get("ref_params")

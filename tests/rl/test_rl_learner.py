@@ -1,6 +1,7 @@
 """The sharded SFT/GRPO train steps on the real NNX planner: 1 device vs 8 fake CPU devices,
 micro-batched vs full batch, beta = 0 without a reference, SFT learning on synthetic-math demos."""
 
+import chex
 import jax
 import numpy as np
 import optax
@@ -274,6 +275,26 @@ def test_a_learner_holds_no_optimizer_state_or_second_param_copy(small_model):
     state = learner.init_state()  # made on demand: params copied, Adam's two moments
     assert live_bytes() - before >= 3 * param_bytes
     del state
+
+
+def test_a_checkpoint_is_restored_into_the_abstract_state_without_a_fresh_one(small_model, tmp_path, monkeypatch):
+    """``runs.common.restore_state`` restores into the learner's shapes and shardings: no step-0
+    state (a params copy and Adam's moments) is made only to be overwritten."""
+    from cocoda_jax.runs import common
+
+    learner = Learner(small_model, LearnerConfig(optim=OptimConfig(learning_rate=1e-3)))
+    state, _ = learner.sft_step(learner.init_state(), _batch())
+    common.save_checkpoint(tmp_path, 1, state, {}, {"seed": 0})
+    want = jax.tree.map(np.asarray, (state.params, state.opt_state))
+    monkeypatch.setattr(Learner, "init_state", lambda self: pytest.fail("restore made a fresh state"))
+    monkeypatch.setattr(Learner, "state_from_params", lambda self, p: pytest.fail("restore made a fresh state"))
+    abstract = learner.abstract_state()
+    assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(abstract))
+    restored, ref = common.restore_state(tmp_path, learner, 1, with_ref=False)
+    assert ref is None and int(restored.step) == 1
+    chex.assert_trees_all_equal(jax.tree.map(np.asarray, (restored.params, restored.opt_state)), want)
+    assert jax.tree.leaves(jax.tree.map(lambda a, b: a.sharding == b.sharding, restored.params, state.params)) \
+        and all(jax.tree.leaves(jax.tree.map(lambda a, b: a.sharding == b.sharding, restored.params, state.params)))
 
 
 def nnx_state(model):
