@@ -44,5 +44,14 @@ setup(
             "openai>=1.0,<4",  # the official client: tests of launch/serve.py's OpenAI-compatible API
             "torch==2.13.0",
         ],
+        # launch/bench_grpo.py's peer (TRL's GRPOTrainer; it calls TRL's private _compute_loss, so the
+        # minor version is pinned). google-tunix 0.1.7, the other peer, is not listed: it requires
+        # safetensors<0.8 and the transformers 5.24 here >=0.8: pip would downgrade transformers (5.12).
+        # Beside this project it installs with `pip install --no-deps google-tunix==0.1.7 google-metrax
+        # clu jaxtyping wadler_lindig sentencepiece perfetto` (enough for the bench; nothing installed changes).
+        "bench": [
+            "trl>=1.16,<1.17",
+            "torch==2.13.0",
+        ],
     },
 )
