@@ -425,9 +425,12 @@ def cached_snapshot(size: int, seed: int = 0, cache_dir: str | None = None, max_
         os.makedirs(cache_dir, exist_ok=True)
         path = os.path.join(cache_dir, f"library_{size}_{seed}_{specs_key(specs, max_depth)}.pkl")
         if os.path.exists(path):
-            with open(path, "rb") as f:
-                snap = pickle.load(f)
-            return snap, specs, time.perf_counter() - t0, True
+            try:
+                with open(path, "rb") as f:
+                    snap = pickle.load(f)
+                return snap, specs, time.perf_counter() - t0, True
+            except (AttributeError, ImportError, EOFError, pickle.UnpicklingError, TypeError):
+                pass  # written by other code (the classes changed since) or cut short: build it again
     from cocoda_jax.library import LibrarySnapshot
 
     snap = LibrarySnapshot.from_json(library_json(specs, max_depth), verify_examples=False)

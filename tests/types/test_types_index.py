@@ -158,6 +158,10 @@ def test_every_bound_is_a_lower_bound(library, query):
             recorded[name] = round(bound, 9)
             super().push_candidate(name, bound)
 
+        def push_refined(self, name, bound):  # the assignment-level refinement, too
+            recorded[name] = round(bound, 9)
+            super().push_refined(name, bound)
+
     idx = SignatureIndex.build(library)
     Recording(idx, prepare(query, QUERY_PREFIX), None, None).run()
     q = prepare(query, QUERY_PREFIX)
