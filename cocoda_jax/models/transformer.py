@@ -244,15 +244,39 @@ class Transformer(nnx.Module):
                                 preferred_element_type=jnp.float32)
         return constrain(logits.astype(jnp.float32), ("act_batch", "act_seq", "act_vocab"))
 
+    def target_scores(self, x, targets, chunk: int):
+        """``(log p(targets), targets == argmax)`` [b, t] from the final layer's hidden states ``x``
+        [b, t, d], ``chunk`` positions at a time: the head's fp32 logits exist for one chunk only
+        ([b, chunk, v], not [b, t, v]; one micro-batch of a Qwen3 GRPO step is tens of GB of them),
+        and the backward recomputes each chunk's logits (``jax.checkpoint``) instead of keeping them.
+        The same values as :func:`token_log_probs` on the whole sequence's logits."""
+        b, t, d = x.shape
+        n = -(-t // chunk)
+        pad = n * chunk - t
+        xs = jnp.pad(x, ((0, 0), (0, pad), (0, 0))).reshape(b, n, chunk, d).swapaxes(0, 1)
+        ts = jnp.pad(targets, ((0, 0), (0, pad))).reshape(b, n, chunk).swapaxes(0, 1)
+
+        @jax.checkpoint
+        def one(args):
+            xc, tc = args
+            logits = self._logits(xc)
+            return token_log_probs(logits, tc), (jnp.argmax(logits, axis=-1) == tc)
+
+        logp, top1 = jax.lax.map(one, (xs, ts))
+        unchunk = lambda a: a.swapaxes(0, 1).reshape(b, n * chunk)[:, :t]  # noqa: E731
+        return unchunk(logp), unchunk(top1)
+
     # -- training / scoring forward
-    def __call__(self, input_ids, *, positions=None, attention_mask=None, remat: bool = False):
+    def __call__(self, input_ids, *, positions=None, attention_mask=None, remat: bool = False,
+                 hidden: bool = False):
         """input_ids [b, t] ints; attention_mask [b, t] (1 = real token) for padded rows.
 
         Positions default to the count of real tokens before each slot, so a left-padded
         row gets the same logits as the unpadded one. ``remat``: each layer is rematerialised
         (``jax.checkpoint``) so a backward pass keeps only the layers' inputs, not their intermediates
         (attention scores, MLP activations), and recomputes the rest: the same values, less memory,
-        about one more forward of compute (what a train step at real scale needs).
+        about one more forward of compute (what a train step at real scale needs). ``hidden``: return
+        the last layer's hidden states [b, t, d] instead of the logits (for :meth:`target_scores`).
         """
         input_ids = jnp.asarray(input_ids)
         if input_ids.ndim != 2:
@@ -272,7 +296,7 @@ class Transformer(nnx.Module):
         else:
             for layer in self.layers:
                 x, _ = layer(x, positions, mask)
-        return self._logits(x)
+        return x if hidden else self._logits(x)
 
     # -- cached forward
     def decode(self, tokens, positions, token_mask, cache: KVCache):

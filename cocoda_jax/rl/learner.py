@@ -63,6 +63,7 @@ class LearnerConfig:
     sft_aggregation: str = "token_mean"
     sft_max_tokens: int = 512
     remat: bool = False  # rematerialise each layer in the train steps' forward (Transformer.__call__)
+    logits_chunk: int = 0  # > 0: the head's logits this many positions at a time (Transformer.target_scores)
 
     def __post_init__(self) -> None:
         if self.num_micro_batches < 1:
@@ -240,25 +241,31 @@ class Learner:
         return self.shard_batch(out)
 
     def _forward_logp(self, params, tokens, valid):
-        """``logits[:, :-1]`` and the log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` (every scorer's path)."""
-        logits = nnx.merge(self.graphdef, params)(tokens, attention_mask=valid, remat=self.config.remat)[:, :-1]
-        return logits, token_log_probs(logits, tokens[:, 1:])
+        """The log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` and whether each is the argmax (every
+        scorer's path); with ``logits_chunk`` the full logits never exist at once."""
+        model = nnx.merge(self.graphdef, params)
+        chunk = self.config.logits_chunk
+        if chunk > 0:
+            x = model(tokens, attention_mask=valid, remat=self.config.remat, hidden=True)[:, :-1]
+            return model.target_scores(x, tokens[:, 1:], chunk)
+        logits = model(tokens, attention_mask=valid, remat=self.config.remat)[:, :-1]
+        return token_log_probs(logits, tokens[:, 1:]), jnp.argmax(logits, axis=-1) == tokens[:, 1:]
 
     def _log_probs(self, params, tokens, valid):
-        return jnp.pad(self._forward_logp(params, tokens, valid)[1], ((0, 0), (1, 0)))
+        return jnp.pad(self._forward_logp(params, tokens, valid)[0], ((0, 0), (1, 0)))
 
     def _shifted_logp(self, params, micro):
-        """Trainer logits and log-probs of ``tokens[:, 1:]`` and the matching loss mask ``[b, T-1]``."""
-        logits, logp = self._forward_logp(params, micro["tokens"], micro["valid"])
+        """Log-probs of ``tokens[:, 1:]``, their argmax hits, and the matching loss mask ``[b, T-1]``."""
+        logp, top1 = self._forward_logp(params, micro["tokens"], micro["valid"])
         mask = micro["loss_mask"][:, 1:].astype(jnp.float32) * micro["valid"][:, 1:].astype(jnp.float32)
-        return logits, logp, mask
+        return top1, logp, mask
 
     def _sft_sums(self, params, micro):
-        logits, logp, mask = self._shifted_logp(params, micro)
+        top1, logp, mask = self._shifted_logp(params, micro)
         cfg = self.config
         loss_sum, loss_count = G.sft_loss(logp, mask, cfg.sft_aggregation, cfg.sft_max_tokens)
         sg = jax.lax.stop_gradient
-        correct = (jnp.argmax(logits, axis=-1) == micro["tokens"][:, 1:]).astype(jnp.float32)
+        correct = top1.astype(jnp.float32)
         return loss_sum, {"loss_sum": sg(loss_sum), "loss_count": sg(loss_count), "token_count": mask.sum(),
                           "nll_sum": sg(-(logp * mask).sum()), "correct_sum": (correct * mask).sum()}
 

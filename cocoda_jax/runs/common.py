@@ -265,7 +265,9 @@ def sft_learner_config(config: ConfigLike) -> LearnerConfig:
     s = RunSettings.of(config).sft
     optim = OptimConfig(learning_rate=s.learning_rate, schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps),
                         total_steps=max(s.steps, 1), end_fraction=0.1, clip_norm=1.0)
-    return LearnerConfig(optim=optim, num_micro_batches=s.micro_batches, remat=RunSettings.of(config).model.remat)
+    model = RunSettings.of(config).model
+    return LearnerConfig(optim=optim, num_micro_batches=s.micro_batches, remat=model.remat,
+                         logits_chunk=model.logits_chunk)
 
 
 def sft_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
@@ -279,7 +281,7 @@ def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
     optim = OptimConfig(learning_rate=settings.required("coevolve").refresh_learning_rate, schedule="constant",
                         clip_norm=1.0)
     return Learner(model, LearnerConfig(optim=optim, num_micro_batches=settings.sft.micro_batches,
-                                        remat=settings.model.remat), mesh)
+                                        remat=settings.model.remat, logits_chunk=settings.model.logits_chunk), mesh)
 
 
 def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
@@ -292,7 +294,8 @@ def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
                             advantage=g.advantage, loss=g.loss)
     except ValueError as e:
         raise ConfigError(f"config.grpo: {e}") from e
-    return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches, remat=settings.model.remat)
+    return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches, remat=settings.model.remat,
+                         logits_chunk=settings.model.logits_chunk)
 
 
 def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:

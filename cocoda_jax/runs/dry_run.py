@@ -111,7 +111,9 @@ def memory_plan(config: Any, config_name: str = "") -> dict[str, Any]:
                        "temp_bytes": int(ma.temp_size_in_bytes), "argument_bytes": int(ma.argument_size_in_bytes),
                        "output_bytes": int(ma.output_size_in_bytes), "alias_bytes": int(ma.alias_size_in_bytes),
                        # exact arithmetic, whatever the compiler: one micro-batch's float32 logits on a device
-                       "logits_bytes": per_device_rows * (length - 1) * cfg.vocab_size * 4}
+                       # (with model.logits_chunk: one chunk's positions, not the whole sequence's)
+                       "logits_bytes": per_device_rows * min(learner.config.logits_chunk or length - 1, length - 1)
+                       * cfg.vocab_size * 4}
     state = grpo.abstract_state()
     params, optimizer = _shard_bytes(state.params), _shard_bytes(state.opt_state)
     reference = params if beta > 0 else 0

@@ -194,8 +194,10 @@ class DomainSettings(_Section):
 @dataclasses.dataclass(frozen=True)
 class ModelSettings(_Section):
     """``config.model``: a preset of cocoda_jax.models.config, the BPE vocabulary of ``tiny``, a
-    local HF checkpoint directory (``""``: none), and ``remat``: rematerialise each layer in the train
-    steps (less memory, one more forward of compute; off in the CPU miniature)."""
+    local HF checkpoint directory (``""``: none), ``remat``: rematerialise each layer in the train
+    steps (less memory, one more forward of compute; off in the CPU miniature), and ``logits_chunk``:
+    compute the head's logits that many positions at a time in the train steps and scorers (0: the
+    whole sequence at once; the full-vocabulary logits of a real-scale micro-batch are tens of GB)."""
 
     SECTION = "model"
 
@@ -203,12 +205,14 @@ class ModelSettings(_Section):
     vocab_size: int
     hf_checkpoint: str
     remat: bool = False
+    logits_chunk: int = 0
 
     def __post_init__(self) -> None:
         self._str("preset", nonempty=True)
         self._int("vocab_size", 1)
         self._str("hf_checkpoint")
         self._bool("remat")
+        self._int("logits_chunk", 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -259,6 +259,26 @@ def test_remat_gives_the_same_steps(small_model):
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_params, want_params)
 
 
+@pytest.mark.parametrize("chunk", [3, 64])  # a chunk that leaves a ragged last piece, and one longer than the rows
+def test_chunked_logits_give_the_same_steps_and_scores(small_model, chunk):
+    """``logits_chunk``: the head runs a few positions at a time, the same values and gradients; the
+    scorer (old/reference log-probs) agrees too."""
+    plain = _run(small_model)[2]
+    learner = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, logits_chunk=chunk))
+    whole = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG))
+    data = _batch()
+    for kind, step in (("sft", learner.sft_step), ("grpo", learner.grpo_step)):
+        state, metrics = step(learner.init_state(), data)
+        got_metrics, got_params = jax.device_get((metrics, state.params))
+        want_metrics, want_params = plain[kind]
+        for key in METRICS[kind]:
+            np.testing.assert_allclose(got_metrics[key], want_metrics[key], rtol=1e-5, atol=1e-6, err_msg=key)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_params, want_params)
+    params = learner.init_state().params
+    np.testing.assert_allclose(learner.log_probs(params, data["tokens"], data["valid"]),
+                               whole.log_probs(params, data["tokens"], data["valid"]), rtol=1e-5, atol=1e-6)
+
+
 def test_a_learner_holds_no_optimizer_state_or_second_param_copy(small_model):
     """Built on a model already in place, a learner adds no device arrays of the params' or the
     moments' size (the main job builds three learners; at scale each copy is gigabytes)."""
