@@ -84,6 +84,16 @@ ARMS: tuple[Arm, ...] = (
 
 _BY_NAME = {a.name: a for a in ARMS}
 
+#: Override keys (prefixes) that only stage 3 reads: arms that differ only in these have the same
+#: stages 1-2 (warm library, SFT, round 0's evaluation) at a seed, so the study runs that prefix once.
+#: ``reward.*`` is not among them: round 0's record holds the validation reward under the arm's reward.
+STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "rods.")
+
+
+def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:
+    """The overrides of ``arm`` that stages 1-2 read; equal keys at a seed share a prefix."""
+    return tuple(sorted((k, v) for k, v in arm.overrides.items() if not k.startswith(STAGE3_ONLY)))
+
 
 def names() -> tuple[str, ...]:
     return tuple(a.name for a in ARMS)
@@ -133,4 +143,4 @@ def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> m
     return apply_overrides(run_config, {**arm.overrides, "seed": int(seed), "domain.seed": int(seed)})
 
 
-__all__ = ["ARMS", "Arm", "apply_overrides", "cell_config", "get", "names", "select"]
+__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "apply_overrides", "cell_config", "get", "names", "prefix_key", "select"]

@@ -6,6 +6,12 @@ Resumable: a cell whose ``report.json`` exists is read, not rerun; an interrupte
 from its own checkpoints (coevolve.run resumes from its workdir). The measured seconds of each cell
 are kept in ``workdir/cell_times.json`` so that the ETA and ``wall_s`` survive a restart.
 
+Shared prefixes: at a seed, the arms whose overrides differ only in what stage 3 reads
+(:data:`~cocoda_jax.study.arms.STAGE3_ONLY`: acceptance, in-round mining, RODS) have the same stages
+1-2. When two or more of them still have to start, the prefix runs once (``stop_after_round=0``) in
+``workdir/_prefix/GROUP/seed_S``; each of those cells starts from a copy of it and resumes into its
+own stage 3 (the job's resume is exact, docs/resume.md). Its seconds are the group's cells' share.
+
 The study config (``configs/study.py``): ``run`` (the run config every cell starts from),
 ``seeds``, ``arms``, ``bootstrap`` (replicates), ``bootstrap_seed``.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,9 +41,38 @@ def cell_dir(workdir: str | Path, arm: str, seed: int) -> Path:
     return Path(workdir) / arm / f"seed_{int(seed)}"
 
 
-def _coevolve_runner(config: ml_collections.ConfigDict, workdir: Path) -> Mapping[str, Any]:
+def _coevolve_runner(config: ml_collections.ConfigDict, workdir: Path, **kwargs: Any) -> Mapping[str, Any]:
+    """``coevolve.run`` (``kwargs``: ``stop_after_round``, ``allow_config_change``)."""
     from cocoda_jax.runs import coevolve
-    return coevolve.run(config, workdir, progress=False)
+    return coevolve.run(config, workdir, progress=False, **kwargs)
+
+
+def _started(cdir: Path) -> bool:
+    return (cdir / "report.json").exists() or (cdir / "checkpoints").is_dir()
+
+
+def _share_prefixes(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
+                    runner: Runner, log: Callable[[str], None]) -> dict[str, float]:
+    """Runs each shared prefix once and copies it into the cells that have not started (module
+    docstring); returns the prefix seconds charged to each cell (``ARM/seed_S`` -> s)."""
+    groups: dict[tuple[Any, int], list[A.Arm]] = {}
+    for arm, seed in cells:
+        if not _started(cell_dir(workdir, arm.name, seed)):
+            groups.setdefault((A.prefix_key(arm), seed), []).append(arm)
+    charged: dict[str, float] = {}
+    for (key, seed), members in groups.items():
+        if len(members) < 2:
+            continue
+        name = "+".join(a.name for a in members)
+        pdir = workdir / "_prefix" / members[0].name / f"seed_{seed}"
+        log(f"seed {seed}: stages 1-2 once for {name} ...")
+        t0 = time.perf_counter()
+        runner(A.cell_config(study_config.run, members[0], seed), pdir, stop_after_round=0)
+        share = (time.perf_counter() - t0) / len(members)
+        for arm in members:
+            shutil.copytree(pdir, cell_dir(workdir, arm.name, seed), ignore=shutil.ignore_patterns("logs"))
+            charged[f"{arm.name}/seed_{seed}"] = share
+    return charged
 
 
 def task_depths(config: ml_collections.ConfigDict) -> dict[str, int]:
@@ -89,6 +125,7 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
 
     times_path = workdir / "cell_times.json"
     times: dict[str, float] = _read_json(times_path, {})
+    prefix_s = _share_prefixes(study_config, workdir, cells, runner, log)
     reports: dict[tuple[str, int], Mapping[str, Any]] = {}
     for i, (arm, seed) in enumerate(cells, 1):
         key = f"{arm.name}/seed_{seed}"
@@ -101,8 +138,11 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
         config = A.cell_config(study_config.run, arm, seed)
         log(f"[{i}/{len(cells)}] {key}: running ...")
         t0 = time.perf_counter()
-        reports[(arm.name, seed)] = dict(runner(config, cdir))
-        times[key] = time.perf_counter() - t0
+        if key in prefix_s:  # starts from the shared prefix's copy, saved under the first arm's config
+            reports[(arm.name, seed)] = dict(runner(config, cdir, allow_config_change=True))
+        else:
+            reports[(arm.name, seed)] = dict(runner(config, cdir))
+        times[key] = time.perf_counter() - t0 + prefix_s.get(key, 0.0)
         _write_json(times_path, times)
         left = sum(1 for a, s in cells[i:] if not (cell_dir(workdir, a.name, s) / "report.json").exists())
         mean = sum(times.values()) / len(times)

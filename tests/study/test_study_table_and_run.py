@@ -85,3 +85,35 @@ def test_study_config_presets():
     assert tuple(s.arms) == ("cocoda", "frozen_library") and len(s.seeds) == 1 and s.run.domain.n_test <= 16
     with pytest.raises(ValueError):
         study_config.get_config("nope")
+
+
+def test_arms_that_differ_only_in_stage_3_share_one_prefix(tmp_path):
+    """cocoda, no_ctd and rods_off differ only in what stage 3 reads: their stages 1-2 run once and
+    each cell resumes from a copy; no_gar (round 0 records its own reward) and frozen_library do not."""
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 50
+    base, calls = _fake_runner([]), []
+
+    def runner(config, workdir, **kw):
+        calls.append((config.coevolve.mine_in_rounds, config.rods.enabled, config.reward.name, str(workdir), kw))
+        if kw.get("stop_after_round") == 0:
+            (workdir / "checkpoints").mkdir(parents=True)
+            (workdir / "checkpoints" / "stage2").write_text(str(config.seed))
+            (workdir / "logs").mkdir()
+            return {"stopped_after_round": 0}
+        assert ((workdir / "checkpoints" / "stage2").exists()) == bool(kw.get("allow_config_change"))
+        return base(config, workdir)
+
+    R.run_study(cfg, tmp_path, arms=["cocoda", "no_ctd", "rods_off", "no_gar", "frozen_library"], seeds=[13],
+                runner=runner, depth_fn=_depths, log=lambda line: None)
+    prefix = [c for c in calls if c[4].get("stop_after_round") == 0]
+    assert len(prefix) == 1 and "_prefix" in prefix[0][3] and len(calls) == 6
+    shared = {c[3] for c in calls if c[4].get("allow_config_change")}
+    assert shared == {str(R.cell_dir(tmp_path, a, 13)) for a in ("cocoda", "no_ctd", "rods_off")}
+    assert not (R.cell_dir(tmp_path, "no_ctd", 13) / "logs").exists()
+    times = json.loads((tmp_path / "cell_times.json").read_text())
+    assert set(times) == {f"{a}/seed_13" for a in ("cocoda", "no_ctd", "rods_off", "no_gar", "frozen_library")}
+    n = len(calls)  # resumed: every cell has its report, nothing runs again
+    R.run_study(cfg, tmp_path, arms=["cocoda", "no_ctd", "rods_off", "no_gar", "frozen_library"], seeds=[13],
+                runner=runner, depth_fn=_depths, log=lambda line: None)
+    assert len(calls) == n
