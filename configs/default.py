@@ -23,9 +23,10 @@ def get_config() -> ml_collections.ConfigDict:
     # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
     # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).
     # remat: rematerialise each layer in the train steps (less memory, one more forward; the real-scale configs set it)
-    # logits_chunk: the head's logits that many positions at a time in the train steps (0: all at once)
+    # logits_chunk: the head's logits that many positions at a time in the train steps (0: all at once);
+    # scan_layers: the layers as one lax.scan in the train steps (compile time flat in depth)
     c.model = ml_collections.ConfigDict(dict(preset="tiny", vocab_size=1024, hf_checkpoint="", remat=False,
-                                             logits_chunk=0))
+                                             logits_chunk=0, scan_layers=False))
 
     # One mesh over (data, fsdp, tensor); data=-1 takes every device the other axes leave.
     c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))

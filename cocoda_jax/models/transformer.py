@@ -268,7 +268,7 @@ class Transformer(nnx.Module):
 
     # -- training / scoring forward
     def __call__(self, input_ids, *, positions=None, attention_mask=None, remat: bool = False,
-                 hidden: bool = False):
+                 hidden: bool = False, scan: bool = False):
         """input_ids [b, t] ints; attention_mask [b, t] (1 = real token) for padded rows.
 
         Positions default to the count of real tokens before each slot, so a left-padded
@@ -277,6 +277,9 @@ class Transformer(nnx.Module):
         (attention scores, MLP activations), and recomputes the rest: the same values, less memory,
         about one more forward of compute (what a train step at real scale needs). ``hidden``: return
         the last layer's hidden states [b, t, d] instead of the logits (for :meth:`target_scores`).
+        ``scan``: the layers run as one ``lax.scan`` over their stacked weights (:func:`_scanned_layers`):
+        one compiled layer body whatever the depth, and with ``remat`` a backward that keeps one
+        layer's input per layer, which no compiler pass can undo.
         """
         input_ids = jnp.asarray(input_ids)
         if input_ids.ndim != 2:
@@ -290,7 +293,9 @@ class Transformer(nnx.Module):
         causal = jnp.tril(jnp.ones((t, t), bool))
         mask = causal[None] & attention_mask[:, None, :]
         x = self._embed(input_ids)
-        if remat:
+        if scan:
+            x = _scanned_layers(self.layers, x, positions, mask, remat)
+        elif remat:
             for layer in self.layers:
                 x = _rematerialised_block(layer, x, positions, mask)
         else:
@@ -331,6 +336,24 @@ def _rematerialised_block(layer: "Block", x, positions, mask):
         return nnx.merge(graphdef, state)(x, positions, mask)[0]
 
     return jax.checkpoint(run)(state, x, positions, mask)
+
+
+def _scanned_layers(layers, x, positions, mask, remat: bool):
+    """The decoder layers as one ``lax.scan``: their states stacked on a leading layer axis at call
+    time (the params keep their per-layer layout, so checkpoints, HF loading and sharding rules are
+    unchanged; the stacked copy is one more params' worth of memory during the step), the body one
+    merged layer (under ``jax.checkpoint`` with ``remat``). Layers must share one graphdef (a uniform
+    decoder, as every preset is)."""
+    graphdef, _ = nnx.split(layers[0])
+    states = [nnx.split(layer)[1] for layer in layers]
+    if any(nnx.split(layer)[0] != graphdef for layer in layers[1:]):
+        raise ValueError("scan needs layers of one structure; these differ")
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+    def body(x, state):
+        return nnx.merge(graphdef, state)(x, positions, mask)[0], None
+
+    return jax.lax.scan(jax.checkpoint(body) if remat else body, x, stacked)[0]
 
 
 def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:

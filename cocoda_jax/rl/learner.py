@@ -64,6 +64,7 @@ class LearnerConfig:
     sft_max_tokens: int = 512
     remat: bool = False  # rematerialise each layer in the train steps' forward (Transformer.__call__)
     logits_chunk: int = 0  # > 0: the head's logits this many positions at a time (Transformer.target_scores)
+    scan_layers: bool = False  # the layers as one lax.scan in the train steps' forward (Transformer.__call__)
 
     def __post_init__(self) -> None:
         if self.num_micro_batches < 1:
@@ -246,9 +247,10 @@ class Learner:
         model = nnx.merge(self.graphdef, params)
         chunk = self.config.logits_chunk
         if chunk > 0:
-            x = model(tokens, attention_mask=valid, remat=self.config.remat, hidden=True)[:, :-1]
+            x = model(tokens, attention_mask=valid, remat=self.config.remat, hidden=True,
+                      scan=self.config.scan_layers)[:, :-1]
             return model.target_scores(x, tokens[:, 1:], chunk)
-        logits = model(tokens, attention_mask=valid, remat=self.config.remat)[:, :-1]
+        logits = model(tokens, attention_mask=valid, remat=self.config.remat, scan=self.config.scan_layers)[:, :-1]
         return token_log_probs(logits, tokens[:, 1:]), jnp.argmax(logits, axis=-1) == tokens[:, 1:]
 
     def _log_probs(self, params, tokens, valid):

@@ -267,7 +267,7 @@ def sft_learner_config(config: ConfigLike) -> LearnerConfig:
                         total_steps=max(s.steps, 1), end_fraction=0.1, clip_norm=1.0)
     model = RunSettings.of(config).model
     return LearnerConfig(optim=optim, num_micro_batches=s.micro_batches, remat=model.remat,
-                         logits_chunk=model.logits_chunk)
+                         logits_chunk=model.logits_chunk, scan_layers=model.scan_layers)
 
 
 def sft_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
@@ -281,7 +281,8 @@ def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
     optim = OptimConfig(learning_rate=settings.required("coevolve").refresh_learning_rate, schedule="constant",
                         clip_norm=1.0)
     return Learner(model, LearnerConfig(optim=optim, num_micro_batches=settings.sft.micro_batches,
-                                        remat=settings.model.remat, logits_chunk=settings.model.logits_chunk), mesh)
+                                        remat=settings.model.remat, logits_chunk=settings.model.logits_chunk,
+                                        scan_layers=settings.model.scan_layers), mesh)
 
 
 def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
@@ -295,7 +296,7 @@ def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
     except ValueError as e:
         raise ConfigError(f"config.grpo: {e}") from e
     return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches, remat=settings.model.remat,
-                         logits_chunk=settings.model.logits_chunk)
+                         logits_chunk=settings.model.logits_chunk, scan_layers=settings.model.scan_layers)
 
 
 def grpo_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:

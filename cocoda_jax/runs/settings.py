@@ -197,7 +197,9 @@ class ModelSettings(_Section):
     local HF checkpoint directory (``""``: none), ``remat``: rematerialise each layer in the train
     steps (less memory, one more forward of compute; off in the CPU miniature), and ``logits_chunk``:
     compute the head's logits that many positions at a time in the train steps and scorers (0: the
-    whole sequence at once; the full-vocabulary logits of a real-scale micro-batch are tens of GB)."""
+    whole sequence at once; the full-vocabulary logits of a real-scale micro-batch are tens of GB), and
+    ``scan_layers``: the decoder layers as one ``lax.scan`` in the train steps (compile time flat in
+    depth; with ``remat``, one layer input kept per layer)."""
 
     SECTION = "model"
 
@@ -206,6 +208,7 @@ class ModelSettings(_Section):
     hf_checkpoint: str
     remat: bool = False
     logits_chunk: int = 0
+    scan_layers: bool = False
 
     def __post_init__(self) -> None:
         self._str("preset", nonempty=True)
@@ -213,6 +216,7 @@ class ModelSettings(_Section):
         self._str("hf_checkpoint")
         self._bool("remat")
         self._int("logits_chunk", 0)
+        self._bool("scan_layers")
 
 
 @dataclasses.dataclass(frozen=True)

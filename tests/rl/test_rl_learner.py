@@ -259,6 +259,27 @@ def test_remat_gives_the_same_steps(small_model):
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_params, want_params)
 
 
+def test_scanned_layers_give_the_same_steps(small_model):
+    """``scan_layers``: the layers as one ``lax.scan`` over their stacked weights (with remat, and
+    with micro-batches) step exactly as the unrolled layers do; the scan is in the gradient's jaxpr."""
+    from flax import nnx
+
+    graphdef, params = nnx.split(small_model)
+    tokens = jax.numpy.ones((1, 8), jax.numpy.int32)
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda p: nnx.merge(graphdef, p)(tokens, scan=True, remat=True).sum()))(params))
+    assert "scan" in jaxpr and jaxpr.count("remat") >= 1
+    plain = _run(small_model)[2]
+    for learner in (Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, scan_layers=True, remat=True)),
+                    Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, scan_layers=True, num_micro_batches=2))):
+        for kind, step in (("sft", learner.sft_step), ("grpo", learner.grpo_step)):
+            state, metrics = step(learner.init_state(), _batch())
+            got_metrics, got_params = jax.device_get((metrics, state.params))
+            want_metrics, want_params = plain[kind]
+            for key in METRICS[kind]:
+                np.testing.assert_allclose(got_metrics[key], want_metrics[key], rtol=1e-5, atol=1e-6, err_msg=key)
+            jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_params, want_params)
+
+
 @pytest.mark.parametrize("chunk", [3, 64])  # a chunk that leaves a ragged last piece, and one longer than the rows
 def test_chunked_logits_give_the_same_steps_and_scores(small_model, chunk):
     """``logits_chunk``: the head runs a few positions at a time, the same values and gradients; the
