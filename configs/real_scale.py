@@ -27,6 +27,10 @@ def make(preset: str, benchmark: str, mesh: str = "node8"):
     c = default.get_config()
     c.model.preset = preset
     c.model.hf_checkpoint = ""            # set on the command line: a local HF Qwen3 directory
+    # Memory of the train steps (launch.coevolve --dry_run): the layers as one scan with each layer
+    # rematerialised, and the head's logits 512 positions at a time. Without them XLA's buffers for the
+    # GRPO step are ~1.8 TB per device (every layer's attention scores kept); with them 8B node8 is 111 GB.
+    c.model.update(dict(remat=True, scan_layers=True, logits_chunk=512))
     c.mesh.update(MESHES[(preset, mesh)])
     # The benchmark's local files (train/test; third_party/benchmarks/word_problems.py): validation is held
     # out of the training file. GSM8K's test has 1,319 questions; MATH's 5,000.
@@ -44,7 +48,7 @@ def make(preset: str, benchmark: str, mesh: str = "node8"):
     c.sft.update(dict(steps=2000, batch_size=64, learning_rate=1e-5, warmup_steps=100,
                       micro_batches=4 if preset == "qwen3_8b" else 1, n_demos=7000))
     c.grpo.update(dict(iterations=600, iterations_per_round=100, tasks_per_iteration=64, group_size=8,
-                       learning_rate=1e-6, beta=0.01, micro_batches=8 if preset == "qwen3_8b" else 2))
+                       learning_rate=1e-6, beta=0.01, micro_batches=8 if preset == "qwen3_8b" else 4))
     c.coevolve.rounds = 6
     c.coevolve.refresh_sft_steps = 50
     c.coevolve.refresh_demos = 2048
