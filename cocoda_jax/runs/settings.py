@@ -338,8 +338,35 @@ class WarmSettings(_Section):
 PROPOSERS = ("symbolic", "teacher", "both")
 
 
+class _EndpointSection(_Section):
+    """What a section naming an OpenAI-compatible endpoint shares (``coevolve.teacher``, ``demos``):
+    the checks of its ``base_url``, ``model``, ``api_key_env``, ``timeout_s``, ``max_retries``,
+    ``temperature`` and ``max_tokens`` fields, and the client config they make
+    (:class:`third_party.teacher.TeacherEndpointConfig`, imported only when a run asks an endpoint)."""
+
+    def _check_endpoint(self) -> None:
+        self._str("base_url", nonempty=True)
+        self._str("model", nonempty=True)
+        self._str("api_key_env")
+        self._number("timeout_s", above=0)
+        self._int("max_retries", 0)
+        self._number("temperature", at_least=0)
+        self._int("max_tokens", 1)
+        try:
+            self.endpoint()
+        except ValueError as e:
+            raise ConfigError(f"config.{self.SECTION}: {e}") from None
+
+    def endpoint(self) -> Any:
+        from third_party.teacher import TeacherEndpointConfig
+
+        return TeacherEndpointConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env or None,
+                                     timeout_s=self.timeout_s, max_retries=self.max_retries,
+                                     temperature=self.temperature, max_tokens=self.max_tokens)
+
+
 @dataclasses.dataclass(frozen=True)
-class TeacherSettings(_Section):
+class TeacherSettings(_EndpointSection):
     """``config.coevolve.teacher``: the teacher LM behind an OpenAI-compatible endpoint that proposes
     composites when ``coevolve.proposers`` is ``"teacher"`` or ``"both"`` (endpoint fields:
     :class:`third_party.teacher.TeacherEndpointConfig`; prompt fields:
@@ -359,33 +386,16 @@ class TeacherSettings(_Section):
     max_candidates: int = 8
 
     def __post_init__(self) -> None:
-        self._str("base_url", nonempty=True)
-        self._str("model", nonempty=True)
-        self._str("api_key_env")
-        self._number("timeout_s", above=0)
-        self._int("max_retries", 0)
-        self._number("temperature", at_least=0)
-        self._int("max_tokens", 1)
+        self._check_endpoint()
         self._int("max_programs", 1)
         self._int("max_candidates", 0)
-        try:
-            self.endpoint()
-        except ValueError as e:
-            raise ConfigError(f"config.coevolve.teacher: {e}") from None
-
-    def endpoint(self) -> Any:
-        from third_party.teacher import TeacherEndpointConfig  # optional: only a teacher run needs it
-
-        return TeacherEndpointConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env or None,
-                                     timeout_s=self.timeout_s, max_retries=self.max_retries,
-                                     temperature=self.temperature, max_tokens=self.max_tokens)
 
 
 DEMO_SOURCES = ("teacher", "student")
 
 
 @dataclasses.dataclass(frozen=True)
-class DemosSettings(_Section):
+class DemosSettings(_EndpointSection):
     """``config.demos``: stage 0, for a domain whose training tasks carry answers but no programs
     (GSM8K, MATH; :mod:`cocoda_jax.demos`). ``k`` programs a question are asked of the model behind
     ``base_url`` (OpenAI-compatible), ``concurrency`` requests at a time, and the verified ones kept
@@ -414,25 +424,9 @@ class DemosSettings(_Section):
         self._str("source", choices=DEMO_SOURCES)
         self._str("path")
         self._bool("collect")
-        for key in ("k", "concurrency", "chunk", "max_tokens"):
+        for key in ("k", "concurrency", "chunk"):
             self._int(key, 1)
-        self._int("max_retries", 0)
-        self._str("base_url", nonempty=True)
-        self._str("model", nonempty=True)
-        self._str("api_key_env")
-        self._number("timeout_s", above=0)
-        self._number("temperature", at_least=0)
-        try:
-            self.endpoint()
-        except ValueError as e:
-            raise ConfigError(f"config.demos: {e}") from None
-
-    def endpoint(self) -> Any:
-        from third_party.teacher import TeacherEndpointConfig  # optional: only stage 0 needs it
-
-        return TeacherEndpointConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env or None,
-                                     timeout_s=self.timeout_s, max_retries=self.max_retries,
-                                     temperature=self.temperature, max_tokens=self.max_tokens)
+        self._check_endpoint()
 
 
 @dataclasses.dataclass(frozen=True)
