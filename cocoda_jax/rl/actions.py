@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import keyword
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -215,7 +216,9 @@ def parse_step(text: str) -> Step | StepCheck:
     if "\n" in source:
         return _fail("malformed", "a step is one line")
     try:
-        tree = ast.parse(source)
+        with warnings.catch_warnings():  # a model's text such as "x = 1abc" must not warn on the console
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(source)
     except SyntaxError as err:
         return _fail("malformed", f"does not parse: {err.msg}")
     if len(tree.body) != 1:
