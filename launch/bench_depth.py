@@ -14,10 +14,10 @@ compile_s and step_s, and the ratio of compile time at the deepest over the shal
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 
 from absl import app, flags
+from launch.output import emit_json
 
 
 def _define_flags():
@@ -79,11 +79,7 @@ def main(argv) -> None:
     F = flags.FLAGS
     result = run(F.depth_layers, rows=F.depth_rows, length=F.depth_length, repeats=F.depth_repeats,
                  remat=F.depth_remat)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if F.json_out:
-        with open(F.json_out, "w") as f:
-            f.write(text + "\n")
+    emit_json(result, F.json_out, indent=1)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ so that on a shared machine each ratio compares iterations that saw the same loa
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -46,6 +45,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from absl import app, flags
+from launch.output import emit_json
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 FIRST_WORD_ID = 3  # ids below are the tokenizer's special tokens; prompts never use them
@@ -604,11 +604,7 @@ def main(argv):
     out = run(prompts=F.prompts, group_size=F.group_size, prompt_len=F.prompt_len, max_new_tokens=F.max_new_tokens,
               vocab_size=F.vocab_size, iterations=F.iterations, warmup=F.warmup, beta=F.beta, epsilon=F.epsilon,
               learning_rate=F.learning_rate, seed=F.seed, torch_threads=F.torch_threads, tunix=F.tunix)
-    text = json.dumps(out, indent=2)
-    print(text)
-    if F.json_out:
-        with open(F.json_out, "w") as f:
-            f.write(text + "\n")
+    emit_json(out, F.json_out)
 
 
 if __name__ == "__main__":

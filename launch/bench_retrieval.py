@@ -66,6 +66,7 @@ import time
 
 import numpy as np
 from absl import app, flags
+from launch.output import emit_json
 
 from cocoda_jax.retrieval import baselines, synthetic_library
 from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve
@@ -250,11 +251,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
 
 
 def _write(result: dict) -> None:
-    text = json.dumps(result, indent=1)
-    print(text)
-    if _JSON_OUT.value:
-        with open(_JSON_OUT.value, "w") as f:
-            f.write(text + "\n")
+    emit_json(result, _JSON_OUT.value, indent=1)
 
 
 def main(argv):

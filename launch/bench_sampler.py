@@ -15,11 +15,11 @@ both see the same machine load.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 
 from absl import app, flags
+from launch.output import emit_json
 
 
 def _define_flags():
@@ -117,11 +117,7 @@ def run(batch: int, prompt_len: int, new_tokens: int, vocab_size: int, repeats: 
 def main(argv):
     del argv
     out = run(F.batch, F.prompt_len, F.new_tokens, F.vocab_size, F.repeats, F.seed, F.torch_threads)
-    text = json.dumps(out, indent=2)
-    print(text)
-    if F.json_out:
-        with open(F.json_out, "w") as f:
-            f.write(text + "\n")
+    emit_json(out, F.json_out)
 
 
 if __name__ == "__main__":

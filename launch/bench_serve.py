@@ -35,6 +35,7 @@ import time
 import urllib.request
 
 from absl import app, flags
+from launch.output import emit_json
 
 
 def _define_flags():
@@ -238,11 +239,7 @@ def main(argv):
               F.bench_serve_temperature, F.bench_serve_prompt_bucket, F.bench_serve_max_batch,
               F.bench_serve_batch_wait_ms, F.bench_serve_vocab_size, F.bench_serve_seed,
               F.bench_serve_start_timeout_s)
-    text = json.dumps(out, indent=2)
-    print(text)
-    if F.bench_serve_json_out:
-        with open(F.bench_serve_json_out, "w") as f:
-            f.write(text + "\n")
+    emit_json(out, F.bench_serve_json_out)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ Writes ``{"per_category": {CATEGORY: {"n": int, "accuracy": float, ...}}, "polic
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from absl import app, flags
+from launch.output import emit_json
 
 _CATEGORIES = flags.DEFINE_list("categories", ["multi_turn_base"], "BFCL categories to score.")
 _POLICY = flags.DEFINE_enum("policy", "gold", ["gold", "planner"], "What to score.")
@@ -36,10 +36,7 @@ def main(argv) -> None:
             raise app.UsageError("--policy=planner needs --checkpoint=RUN_DIR")
         from cocoda_jax.runs.evaluate import evaluate_run
         result = evaluate_run(Path(_CHECKPOINT.value), split="test", categories=_CATEGORIES.value, limit=_LIMIT.value)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if _JSON_OUT.value:
-        Path(_JSON_OUT.value).write_text(text + "\n")
+    emit_json(result, _JSON_OUT.value, indent=1)
 
 
 if __name__ == "__main__":

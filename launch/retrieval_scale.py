@@ -16,10 +16,10 @@ the prompt) cannot train: it is recorded with accuracy 0 and all episodes lost. 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from absl import app, flags
+from launch.output import emit_json
 
 from cocoda_jax.runs import common as C
 from cocoda_jax.runs import train
@@ -78,10 +78,7 @@ def main(argv) -> None:
              for s in _SIZES.value for m in _MODES.value]
     out = {"cells": cells, "budget": {"sft_steps": _SFT_STEPS.value, "grpo_iterations": _GRPO.value,
                                       "seed": _SEED.value, "config": "configs/train_math.py"}}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if _JSON_OUT.value:
-        Path(_JSON_OUT.value).write_text(text + "\n")
+    emit_json(out, _JSON_OUT.value, indent=1)
 
 
 if __name__ == "__main__":
