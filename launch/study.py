@@ -20,11 +20,12 @@ from ml_collections import config_flags
 from cocoda_jax.runs.common import exit_on_config_error, local_workdir
 from cocoda_jax.runs.logs import route_logs
 from cocoda_jax.study import run as study_run
+from configs import study as study_config
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/study.py", "Study config (ml_collections file).",
                                           lock_config=False)
 _WORKDIR = flags.DEFINE_string("workdir", None, "The study's directory (one sub-directory per cell).", required=True)
-_PRESET = flags.DEFINE_enum("preset", None, ["default", "smoke"],
+_PRESET = flags.DEFINE_enum("preset", None, list(study_config.PRESETS),
                             "The study config's preset (same as --config=FILE:PRESET); unset: the config's own.")
 _ARMS = flags.DEFINE_list("arms", None, "Arms to run (default: the config's arms).")
 _SEEDS = flags.DEFINE_list("seeds", None, "Seeds to run (default: the config's seeds).")

@@ -18,7 +18,9 @@ and train state through them and writes the checkpoint.
 ``coevolve.mine_in_rounds=False`` (the -CTD ablation): the warm library, then no growth in the rounds.
 
 ``frozen_library`` (the baseline): no warm library, no mining, hence no refresh: the same GRPO
-steps on the same tasks with the primitives only.
+steps on the same tasks with the primitives only. With ``coevolve.direct_answer`` too (the
+``direct`` baseline), the library is ``state_answer`` alone and the demonstrations state the gold
+answer in one step (:mod:`cocoda_jax.data.direct_answer`).
 
 Checkpoints: one after SFT and one after every round (train state, the incumbent library, the
 run's progress record, the stored demonstrations' programs, the RODS files). A resumed run repeats
@@ -47,6 +49,7 @@ from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json,
 from cocoda_jax.coevolve.teacher import TeacherAbstractor, TeacherConfig
 from cocoda_jax.coevolve.traces import Trace, gold_trace, trace_from_trajectory
 from cocoda_jax.coevolve.validate import ValidationConfig, play_programs
+from cocoda_jax.data import direct_answer
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.report import MetricsWriter, write_html_report
@@ -154,6 +157,7 @@ class _RunContext:
     grpo_learner: Learner
     refresh_learner: Learner
     tasks_by_id: dict[str, Any]
+    start_library: LibrarySnapshot  # the domain's primitives (state_answer alone for the direct baseline)
     primitive_names: frozenset[str]
     show_progress: bool
     cards_cache: dict = dataclasses.field(default_factory=dict)
@@ -192,12 +196,14 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
     tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
     mesh = common.mesh_of(settings)
     model = common.build_planner(settings, tokenizer.vocab_size, mesh)
+    start_library = direct_answer.library(sandbox) if settings.coevolve.direct_answer else domain.library
     return _RunContext(
         config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, tokenizer=tokenizer,
         sft_learner=common.sft_learner(model, settings, mesh), grpo_learner=common.grpo_learner(model, settings, mesh),
         refresh_learner=common.refresh_learner(model, settings, mesh),
         tasks_by_id={str(t.id): t for t in (*domain.train, *domain.val, *domain.test)},
-        primitive_names=frozenset(domain.library.names()), show_progress=show_progress)
+        start_library=start_library, primitive_names=frozenset(start_library.names()),
+        show_progress=show_progress)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -445,10 +451,13 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
 def _warm_start(ctx: _RunContext) -> tuple[LibrarySnapshot, ProgramPairs, list[dict[str, Any]]]:
     """Stage 1: the warm library folded from the gold demonstrations (the primitives when frozen),
     the demonstrations' programs refactored to call it, and the abstraction rounds' log."""
-    traces = [gold_trace(t) for t in ctx.domain.train[:ctx.settings.sft.n_demos]]
+    train = ctx.domain.train[:ctx.settings.sft.n_demos]
+    if ctx.settings.coevolve.direct_answer:  # the direct baseline: state the gold answer, no tools
+        return ctx.start_library, tuple((str(t.id), direct_answer.program(t)) for t in train), []
+    traces = [gold_trace(t) for t in train]
     if ctx.frozen_library:
-        return ctx.domain.library, tuple((tr.task_id, tr.program()) for tr in traces), []
-    warm = warm_library(traces, ctx.domain.library, ctx.sandbox, rounds=ctx.settings.warm.rounds,
+        return ctx.start_library, tuple((tr.task_id, tr.program()) for tr in traces), []
+    warm = warm_library(traces, ctx.start_library, ctx.sandbox, rounds=ctx.settings.warm.rounds,
                         config=ctx.settings.coevolve.abstractor,
                         make_abstractor=lambda excluded: _abstractor(ctx, excluded))
     programs = tuple((tr.task_id, tr.program()) for tr in warm.traces)

@@ -15,7 +15,8 @@ No key gets a default the configs do not give, except the ones the jobs always t
 the ``distributed``, ``warm``, ``coevolve``, ``rods`` and ``report`` sections (``launch.train`` needs
 none of the last four; ``launch.coevolve`` requires them), ``domain.module`` (``""``), ``grpo.advantage``
 and ``grpo.loss`` (``"grpo"``), ``rods.signal`` (``"reward"``), ``rods.selection``
-(``"priority"``), ``model.remat`` (``False``), ``coevolve.mine_in_rounds`` (``True``), ``coevolve.proposers`` (``"symbolic"``)
+(``"priority"``), ``model.remat`` (``False``), ``coevolve.mine_in_rounds`` (``True``),
+``coevolve.direct_answer`` (``False``), ``coevolve.proposers`` (``"symbolic"``)
 and ``coevolve.teacher`` (:class:`TeacherSettings`' defaults, used only by a teacher run).
 
 ``domain`` is the one open section: apart from ``name`` and ``module`` its keys are the registered
@@ -446,6 +447,9 @@ class CoevolveSettings(_Section):
     abstractor: AbstractorConfig
     acceptance: AcceptanceConfig
     mine_in_rounds: bool = True  # False: the library stops growing after the warm stage (the -CTD ablation)
+    # True: the direct-answer baseline (cocoda_jax/data/direct_answer.py): the library is state_answer
+    # alone and the demonstrations state the gold answer in one step; needs frozen_library
+    direct_answer: bool = False
     # who proposes composites (warm stage and rounds): the symbolic miner, the teacher LM, or both
     # (``coevolve.abstractor`` already names the symbolic miner's own settings)
     proposers: str = "symbolic"
@@ -457,6 +461,10 @@ class CoevolveSettings(_Section):
         self._str("proposers", choices=PROPOSERS)
         self._number("rho", at_least=0)
         self._bool("frozen_library")
+        self._bool("direct_answer")
+        if self.direct_answer and not self.frozen_library:
+            raise ConfigError("config.coevolve.direct_answer needs config.coevolve.frozen_library=True "
+                              "(the direct baseline has no tools to grow)")
         self._int("refresh_sft_steps", 0)
         self._int("refresh_demos", 0)
         self._number("refresh_learning_rate", above=0)

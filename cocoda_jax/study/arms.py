@@ -27,6 +27,11 @@ Why each available arm's overrides do what the name says (read from the code, no
   retirement are RODS's.
 * ``no_ctd``: ``coevolve.mine_in_rounds=False``: the warm library and its refactored
   demonstrations, then ``mine_and_validate`` mines nothing in the rounds.
+* ``direct``: ``coevolve.direct_answer=True`` (with ``frozen_library``): the library is one tool,
+  ``state_answer(value)``, that returns its argument (``cocoda_jax/data/direct_answer.py``: the action
+  format has no literal answer step), the SFT demonstrations are ``answer = state_answer(<gold>)``,
+  ``rollout.max_steps=1`` and no cards (``retrieval.mode="none"``): the planner must write the answer's
+  digits itself, through the same checker, sandbox, verifier, GRPO and RODS as every other arm.
 * ``large_frozen``: ``model.preset="tiny_x4"`` (``models/config.py``: tiny at twice the width,
   4.0x its non-embedding parameters) with ``coevolve.frozen_library=True``.
 """
@@ -72,10 +77,9 @@ ARMS: tuple[Arm, ...] = (
     Arm("rods_off", "RODS off: a static seeded draw from the seed tasks", {"rods.enabled": False}),
     Arm("large_frozen", "a 4x larger planner (tiny_x4: 4x the non-embedding parameters) with the library frozen",
         {"model.preset": "tiny_x4", "coevolve.frozen_library": True}),
-    Arm("direct", "the planner answers without tools in one step", available=False,
-        reason="no config knob makes the planner answer without tools in one step: the SFT demonstrations "
-               "are tool-calling programs, and retrieval.mode='none' only drops the tool cards from the "
-               "prompt (rollout.max_steps=1 would cut multi-step plans, not train a direct answer)"),
+    Arm("direct", "the planner states the answer in one step, no computing tool (the CoT-free baseline)",
+        {"coevolve.frozen_library": True, "coevolve.direct_answer": True, "rollout.max_steps": 1,
+         "retrieval.mode": "none"}),
     Arm("no_ctd", "-CTD: the library frozen after the warm stage (warm library kept, no growth in the rounds)",
         {"coevolve.mine_in_rounds": False}),
     Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",

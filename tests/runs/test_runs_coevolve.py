@@ -65,3 +65,25 @@ def test_an_unknown_rods_signal_is_a_config_error(tmp_path):
 
     with pytest.raises(C.ConfigError, match="rods.signal"):
         coevolve.run(tiny_config(rods__signal="vibes"), tmp_path, progress=False)
+
+
+def test_the_direct_baseline_states_answers_in_one_step(tmp_path):
+    from cocoda_jax.data import direct_answer
+
+    config = tiny_config(coevolve__frozen_library=True, coevolve__direct_answer=True, rollout__max_steps=1,
+                         retrieval__mode="none", rods__enabled=False, coevolve__rounds=1)
+    report = coevolve.run(config, tmp_path, progress=False)
+    library = LibrarySnapshot.from_json((tmp_path / "library" / "round_001.json").read_text())
+    assert library.names() == (direct_answer.TOOL_NAME,)
+    assert report["library"]["composites"] == 0 and report["frozen_library"] is True
+    assert set(report["test_outcomes"].values()) <= {0, 1} and len(report["test_outcomes"]) == config.domain.n_test
+    # every training task's gold answer, stated in one step, was played and verified as an SFT demonstration
+    assert report["warm"]["demos"] == min(config.domain.n_train, config.sft.n_demos)
+    assert report["warm"]["rounds"] == []
+
+
+def test_the_direct_baseline_needs_the_frozen_library(tmp_path):
+    from cocoda_jax.runs import common as C
+
+    with pytest.raises(C.ConfigError, match="direct_answer"):
+        coevolve.run(tiny_config(coevolve__direct_answer=True), tmp_path, progress=False)

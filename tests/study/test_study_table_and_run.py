@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from cocoda_jax.study import arms as A
 from cocoda_jax.study import run as R
 from cocoda_jax.study import table as T
 from configs import study as study_config
@@ -30,11 +31,21 @@ def _depths(config):
     return {f"math-{config.domain.seed}-{i}": 1 + i % 2 for i in range(config.domain.n_test)}
 
 
-def test_run_study_schema_files_and_resume(tmp_path):
+@pytest.fixture
+def an_unavailable_arm(monkeypatch):
+    """A registry with one arm that has no knob (every real arm has one now): how such a row is
+    reported is still the study's business."""
+    arm = A.Arm("imaginary", "an arm without a knob", available=False, reason="no knob")
+    monkeypatch.setattr(A, "ARMS", (*A.ARMS, arm))
+    monkeypatch.setattr(A, "_BY_NAME", {**A._BY_NAME, arm.name: arm})
+    return arm
+
+
+def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
     cfg = study_config.get_config("smoke")
     cfg.bootstrap = 200
     calls, lines = [], []
-    study = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "direct"], seeds=[13, 42],
+    study = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "imaginary"], seeds=[13, 42],
                         runner=_fake_runner(calls), depth_fn=_depths, log=lines.append)
     assert len(calls) == 4
     assert any("ETA" in line for line in lines)
@@ -47,14 +58,14 @@ def test_run_study_schema_files_and_resume(tmp_path):
         assert a["ci95"][0] <= a["test_acc"] <= a["ci95"][1]
         assert len(a["per_seed"]) == 2 and set(a["per_depth"]) == {"1", "2"}
     assert study["arms"]["cocoda"]["delta_vs_cocoda"] == 0.0 and study["arms"]["cocoda"]["delta_ci95"] == [0.0, 0.0]
-    direct = study["arms"]["direct"]
-    assert direct["available"] is False and direct["reason"] and direct["test_acc"] is None
+    imaginary = study["arms"]["imaginary"]
+    assert imaginary["available"] is False and imaginary["reason"] and imaginary["test_acc"] is None
     assert json.loads((tmp_path / "study.json").read_text()) == study
     for f in ("study.md", "plots/accuracy_per_arm.png", "plots/accuracy_per_depth.png", "plots/val_per_round.png"):
         assert (tmp_path / f).stat().st_size > 0
     assert (tmp_path / "cocoda" / "seed_13" / "report.json").exists()
     # resumed: nothing reruns, the same study comes back
-    again = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "direct"], seeds=[13, 42],
+    again = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "imaginary"], seeds=[13, 42],
                         runner=_fake_runner(calls), depth_fn=_depths, log=lines.append)
     assert len(calls) == 4
     assert again["arms"] == study["arms"]
