@@ -871,6 +871,12 @@ class SyntheticMath(DomainBase):
 
     name, kind, task_type = "synthetic_math", "math", MathTask
 
+    @staticmethod
+    def categories(task: MathTask) -> str:
+        """A task's category is its depth (``depth_3``: three motifs): accuracy per depth is where
+        composition must show, once deep tasks need more primitive calls than the turn limit allows."""
+        return f"depth_{task.depth}"
+
     def build(self, section: Any, sandbox: Any) -> DomainSplits:
         heldout = section["heldout"]
         if heldout not in ("instances", "wording"):

@@ -333,7 +333,8 @@ def _teacher(ctx: _RunContext) -> TeacherAbstractor:
 # ------------------------------------------------------------------------------------------------
 
 
-_KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses")
+_KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses",
+                   "val_per_category")
 
 
 def _library_fields(snapshot: LibrarySnapshot) -> dict[str, int]:
@@ -358,7 +359,8 @@ def _round_record(ctx: _RunContext, r: int, outcome: Outcome, reason: str, snaps
             **_library_fields(snapshot), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
             "train_accuracy": train_acc, "tool_calls_per_solved": ev.calls_per_solved,
             "composite_share": ev.composite_share, "retrieval_tokens_per_query": tokens, "inserted": inserted,
-            "composite_uses": ev.composite_uses, "wall_s": wall_s}
+            "composite_uses": ev.composite_uses,
+            "val_per_category": common.per_category(ctx.domain, ctx.domain.val, ev), "wall_s": wall_s}
 
 
 def _round_scalars(record: dict[str, Any], outcome: Outcome, rods_metrics: dict | None) -> dict[str, float]:
@@ -669,7 +671,7 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
                         float(np.mean(accuracies)), list(mined.inserted) if accepted else [], wall_s,
                         previous=before.last_record, previous_library=previous_library)
     if verdict.outcome is Outcome.REJECT:  # the kept pair's numbers, not the refused proposal's
-        rec = {**rec, **{key: before.last_record[key] for key in _KEPT_PAIR_KEYS},
+        rec = {**rec, **{key: before.last_record[key] for key in _KEPT_PAIR_KEYS if key in before.last_record},
                "proposal_val_accuracy": verdict.evaluation.accuracy}
     rec = {**rec, "mining": mined.log}
     return dataclasses.replace(
@@ -718,7 +720,8 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     report.json, plots and the DAG drawing."""
     cards = _cards(ctx, library, run_progress.demo_programs)
     test = _evaluate(ctx, state, library, ctx.domain.test, cards)
-    rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS} for rec in run_progress.records]
+    rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS or k == "val_per_category"}
+              for rec in run_progress.records]
     wall = sum(float(rec["wall_s"]) for rec in run_progress.records)
     extra = {"test_accuracy": test.accuracy, "frozen_library": ctx.frozen_library,
              "decisions": list(run_progress.decisions), "warm": run_progress.warm,

@@ -27,8 +27,9 @@ def test_the_embedded_domains_are_registered_by_name_kind_and_task_type():
     assert isinstance(math, D.TaskDomain) and isinstance(table, D.TaskDomain)
     assert D.domain_of_kind("math") is math and D.domain_of_kind("table") is table
     assert D.domain_of(sm.generate(1)[0]) is math and D.domain_of(tables.generate(1)[0]) is table
+    assert table.categories is None and math.categories(sm.make_task(0, "train", 0, depth=3)) == "depth_3"
     for d in (math, table):
-        assert d.categories is None and d.barrier_tools is None and d.environment_plugin() is None
+        assert d.barrier_tools is None and d.environment_plugin() is None
         assert d.propose_variant is not None
 
 
@@ -93,7 +94,7 @@ def test_synthetic_math_builds_as_before(sandbox):
     c.domain.update(dict(n_train=5, n_val=3, n_test=2, max_depth=2))
     dom = C.build_domain(c, sandbox)
     assert dom.name == "synthetic_math" and isinstance(dom.spec, sm.SyntheticMath)
-    assert dom.categories is None and dom.barrier_tools is None
+    assert dom.categories(dom.train[1]) == f"depth_{dom.train[1].depth}" and dom.barrier_tools is None
     assert dom.train == tuple(sm.generate(5, seed=c.domain.seed, max_depth=2))
     assert len(dom.val) == 3 and len(dom.test) == 2 and "add" in dom.library
     c.domain.heldout = "sometimes"

@@ -53,6 +53,15 @@ def test_report_has_the_required_keys_and_files(full):
     assert r["prompt_tokens_per_episode"] > 0 and r["overflow_episodes"] == 0
 
 
+def test_round_records_hold_validation_accuracy_per_depth(full):
+    wd, report = full
+    for rec in report["per_round"]:
+        per = rec["val_per_category"]
+        assert per and all(c.startswith("depth_") for c in per)
+        n = sum(v["n"] for v in per.values())
+        assert abs(sum(v["n"] * v["accuracy"] for v in per.values()) / n - rec["val_accuracy"]) < 1e-9
+
+
 def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
     report = coevolve.run(tiny_config(coevolve__frozen_library=True, rods__enabled=False, coevolve__rounds=1),
                           tmp_path, progress=False)
