@@ -156,5 +156,27 @@ def per_depth(outcomes: Outcomes, depths: Mapping[Any, Mapping[str, int]]) -> di
     return {str(d): float(np.mean(v)) for d, v in sorted(hits.items())}
 
 
+def per_depth_delta(arm: Outcomes, reference: Outcomes, depths: Mapping[Any, Mapping[str, int]],
+                    seeds: Sequence[Any] | None = None, *, b: int = DEFAULT_B, seed: int = 0,
+                    level: float = DEFAULT_LEVEL) -> dict[str, dict[str, Any]]:
+    """The paired delta ``arm - reference`` restricted to the tasks of each depth (the same
+    seeds-then-tasks bootstrap): ``{"3": {"delta": d, "ci95": [lo, hi], "n": tasks}, ...}``. Where
+    composition decides whether a task is solvable is a depth; a pooled delta can hide it."""
+    order = _ordered(arm, seeds if seeds is not None else list(reference))
+    by_depth: dict[int, set[tuple[Any, str]]] = {}
+    for s in order:
+        for t, d in depths.get(s, {}).items():
+            if d is not None and t in arm[s]:
+                by_depth.setdefault(int(d), set()).add((s, t))
+    out: dict[str, dict[str, Any]] = {}
+    for d, pairs in sorted(by_depth.items()):
+        keep = [s for s in order if any(p[0] == s for p in pairs)]
+        sub_a = {s: {t: arm[s][t] for t in arm[s] if (s, t) in pairs} for s in keep}
+        sub_r = {s: {t: reference[s][t] for t in reference[s] if (s, t) in pairs} for s in keep}
+        est = paired_delta(sub_a, sub_r, keep, b=b, seed=seed, level=level)
+        out[str(d)] = {"delta": est.point, "ci95": list(est.ci), "n": len(pairs)}
+    return out
+
+
 __all__ = ["DEFAULT_B", "DEFAULT_LEVEL", "Estimate", "Outcomes", "accuracy_ci", "bootstrap_mean", "distinguishable",
-           "paired_delta", "paired_differences", "per_depth", "verdict"]
+           "paired_delta", "paired_differences", "per_depth", "per_depth_delta", "verdict"]

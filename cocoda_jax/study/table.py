@@ -68,6 +68,21 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
                f"{_signed(a.get('delta_vs_cocoda'))} {_signed_interval(a.get('delta_ci95'))}", verdict]
         row += [_num((a.get("per_depth") or {}).get(d)) for d in depths]
         lines.append("| " + " | ".join(row) + " |")
+    rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()
+            if name != reference and a.get("available") and a.get("per_depth_delta")]
+    if rows:
+        lines += ["", f"## Paired delta vs `{reference}` per task depth", "",
+                  "The same paired bootstrap on the tasks of one depth (n: (seed, task) pairs).", ""]
+        header = ["arm"] + [f"depth {d}" for d in depths]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] * len(header)) + "|")
+        for name, per in rows:
+            cells = []
+            for d in depths:
+                e = per.get(d)
+                cells.append("—" if e is None else
+                             f"{_signed(e['delta'])} {_signed_interval(e['ci95'])} (n {e['n']})")
+            lines.append("| " + " | ".join([f"`{name}`"] + cells) + " |")
     if unavailable:
         lines += ["", "## Unavailable arms", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in unavailable]
@@ -153,6 +168,37 @@ def plot_val_rounds(curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
     return _save(fig, plt, path)
 
 
+def plot_val_depth_rounds(curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], path: str | Path
+                          ) -> Path | None:
+    """Validation accuracy per round, one panel per task depth, one line per arm (mean over seeds),
+    from the records' ``val_per_category`` (``depth_<d>``); None when no record has it."""
+    table_: dict[str, dict[int, dict[int, list[float]]]] = {}
+    for name, runs in curves.items():
+        for records in runs:
+            for r in records:
+                for cat, v in (r.get("val_per_category") or {}).items():
+                    if cat.startswith("depth_"):
+                        table_.setdefault(name, {}).setdefault(int(cat[6:]), {}).setdefault(
+                            int(r["round"]), []).append(float(v["accuracy"]))
+    depths = sorted({d for per in table_.values() for d in per})
+    if not depths:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(depths), figsize=(2.6 * len(depths), 3.2), sharey=True, squeeze=False)
+    for ax, d in zip(axes[0], depths):
+        for name, per in table_.items():
+            if d in per:
+                rounds = sorted(per[d])
+                ax.plot(rounds, [np.mean(per[d][r]) for r in rounds], marker="o", label=name)
+        ax.set_title(f"depth {d}", fontsize=9)
+        ax.set_xlabel("round")
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("validation accuracy")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
 def _save(fig, plt, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,13 +209,17 @@ def _save(fig, plt, path: str | Path) -> Path:
 
 def write_all(study: Mapping[str, Any], workdir: str | Path,
               curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]] | None = None) -> list[Path]:
-    """study.md and plots/{accuracy_per_arm,accuracy_per_depth,val_per_round}.png under ``workdir``."""
+    """study.md and plots/{accuracy_per_arm,accuracy_per_depth,val_per_round}.png under ``workdir``
+    (and val_per_depth_per_round.png when the rounds recorded validation accuracy per depth)."""
     workdir = Path(workdir)
     out = [write_markdown(study, workdir / "study.md"),
            plot_accuracy(study, workdir / "plots" / "accuracy_per_arm.png"),
            plot_per_depth(study, workdir / "plots" / "accuracy_per_depth.png")]
     if curves is not None:
         out.append(plot_val_rounds(curves, workdir / "plots" / "val_per_round.png"))
+        per_depth = plot_val_depth_rounds(curves, workdir / "plots" / "val_per_depth_per_round.png")
+        if per_depth is not None:
+            out.append(per_depth)
     return out
 
 

@@ -109,3 +109,16 @@ def test_distinguishable_edges():
     assert S.distinguishable([0.01, 0.2]) and S.distinguishable([-0.2, -0.01])
     assert not S.distinguishable([0.0, 0.2]) and not S.distinguishable([-0.1, 0.1])
     assert S.verdict(None) == "n/a"
+
+
+def test_per_depth_delta_finds_the_depth_where_arms_differ():
+    rng = np.random.default_rng(0)
+    seeds = (1, 2)
+    depths = {s: {f"t{i}": 1 + i % 2 for i in range(400)} for s in seeds}
+    ref = {s: {t: int(rng.random() < 0.5) for t in depths[s]} for s in seeds}
+    # the arm equals the reference on depth 1 and solves every depth-2 task
+    arm = {s: {t: (1 if depths[s][t] == 2 else o) for t, o in ref[s].items()} for s in seeds}
+    per = S.per_depth_delta(arm, ref, depths, seeds, b=500)
+    assert per["1"] == {"delta": 0.0, "ci95": [0.0, 0.0], "n": 400}
+    assert per["2"]["n"] == 400 and per["2"]["ci95"][0] > 0.3
+    assert abs(per["2"]["delta"] - np.mean([1 - ref[s][t] for s in seeds for t in ref[s] if depths[s][t] == 2])) < 1e-12

@@ -19,7 +19,9 @@ def _fake_runner(calls):
         report = {"test_accuracy": 0.0,
                   "test_outcomes": {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5)
                                     for i in range(config.domain.n_test)},
-                  "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(3)]}
+                  "per_round": [{"round": r, "val_accuracy": 0.1 * r,
+                                 "val_per_category": {"depth_1": {"n": 2, "accuracy": 0.2 * r},
+                                                      "depth_2": {"n": 2, "accuracy": 0.0}}} for r in range(3)]}
         report["test_accuracy"] = float(np.mean(list(report["test_outcomes"].values())))
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "report.json").write_text(json.dumps(report))
@@ -51,7 +53,8 @@ def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
     assert any("ETA" in line for line in lines)
     assert set(study) == {"seeds", "n_test", "arms", "wall_s"}
     assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test
-    keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "available"}
+    keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "per_depth_delta",
+            "available"}
     for name in ("cocoda", "frozen_library"):
         a = study["arms"][name]
         assert set(a) == keys and a["available"] is True
@@ -61,7 +64,11 @@ def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
     imaginary = study["arms"]["imaginary"]
     assert imaginary["available"] is False and imaginary["reason"] and imaginary["test_acc"] is None
     assert json.loads((tmp_path / "study.json").read_text()) == study
-    for f in ("study.md", "plots/accuracy_per_arm.png", "plots/accuracy_per_depth.png", "plots/val_per_round.png"):
+    fz = study["arms"]["frozen_library"]["per_depth_delta"]
+    assert set(fz) == {"1", "2"} and sum(e["n"] for e in fz.values()) == 2 * cfg.run.domain.n_test
+    assert "Paired delta vs `cocoda` per task depth" in (tmp_path / "study.md").read_text()
+    for f in ("study.md", "plots/accuracy_per_arm.png", "plots/accuracy_per_depth.png", "plots/val_per_round.png",
+              "plots/val_per_depth_per_round.png"):
         assert (tmp_path / f).stat().st_size > 0
     assert (tmp_path / "cocoda" / "seed_13" / "report.json").exists()
     # resumed: nothing reruns, the same study comes back
