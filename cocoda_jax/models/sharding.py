@@ -39,6 +39,12 @@ LOGICAL_RULES: dict[str, tuple[str, ...]] = {
     "act_kv_heads": ("tensor",),
     "act_mlp": ("tensor",),
     "act_vocab": ("tensor",),
+    # the embedding lookup's output before it takes the activation layout: the table is gathered
+    # over its vocab shards (tensor) but keeps its embed shards (fsdp), so the lookup's rows are
+    # split by data and its width by fsdp; a direct lookup into the (tensor, fsdp)-sharded table
+    # made XLA replicate the whole result ("involuntary full rematerialization")
+    "act_lookup_batch": ("data",),
+    "act_lookup_embed": ("fsdp",),
     "cache_batch": ("data", "fsdp"),
     "cache_seq": (),
     "cache_kv_heads": ("tensor",),

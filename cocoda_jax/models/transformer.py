@@ -231,7 +231,11 @@ class Transformer(nnx.Module):
 
     # -- pieces
     def _embed(self, ids):
-        x = jnp.take(self.embed[...], ids, axis=0).astype(self.dtype)
+        # vocab shards gathered first (the table stays split over fsdp: V x d/fsdp per device), the
+        # rows looked up per data shard, then one all-to-all into the activation layout
+        table = constrain(self.embed[...], (None, "embed"))
+        x = jnp.take(table, ids, axis=0).astype(self.dtype)
+        x = constrain(x, ("act_lookup_batch", "act_seq", "act_lookup_embed"))
         return constrain(x, ("act_batch", "act_seq", "act_embed"))
 
     def _logits(self, x):

@@ -66,6 +66,21 @@ def test_sharded_init_forward_and_shardings(reference, axes):
     assert (spec0 if isinstance(spec0, tuple) else (spec0,) if spec0 else ()) == batch_axes
 
 
+@pytest.mark.parametrize("axes", [dict(data=2, fsdp=2, tensor=2), dict(data=4, tensor=2)], ids=IDS)
+def test_the_embedding_lookup_with_sharded_vocab_is_partitioned_without_replication(reference, axes, capfd):
+    """XLA's SPMD partitioner used to replicate the lookup's result ("involuntary full
+    rematerialization") when the vocabulary is split over tensor; it logs that on stderr at compile."""
+    ref_model, ids, ref = reference
+    mesh = make_mesh(**axes)
+    model = create_model(CFG, seed=3, mesh=mesh)
+    graphdef, state = nnx.split(model)
+    capfd.readouterr()
+    with jax.set_mesh(mesh):
+        embedded = jax.jit(lambda s, x: nnx.merge(graphdef, s)._embed(x)).lower(state, ids).compile()(state, ids)
+    assert "Involuntary full rematerialization" not in capfd.readouterr().err
+    np.testing.assert_allclose(np.asarray(embedded), np.asarray(ref_model.embed[...])[np.asarray(ids)], atol=1e-7)
+
+
 @pytest.mark.parametrize("axes", MESHES[:1], ids=IDS)
 def test_load_hf_checkpoint_into_mesh(reference, axes, tmp_path):
     ref_model, ids, ref = reference
