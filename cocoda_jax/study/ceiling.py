@@ -1,0 +1,59 @@
+"""The turn-limit ceiling: the share of held-out tasks a perfect planner could solve within
+``rollout.max_steps`` turns with the primitives alone, and with stage 1's warm library.
+
+Where composition must matter (issue 13 item 3) is where the first is low and the second high: a
+task whose gold program needs more calls than the turn limit allows is unsolvable from primitives
+however good the planner, and solvable once composites shorten it. This measures that bound on the
+real split, with stage 1 exactly as the main job runs it (the symbolic abstractor over the training
+demonstrations), and no planner at all: the gap it shows is the most the library can add, not what
+a planner achieves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cocoda_jax.coevolve.rounds import warm_library
+from cocoda_jax.coevolve.traces import Trace, gold_trace
+from cocoda_jax.runs import common
+from cocoda_jax.runs.settings import RunSettings
+
+
+def turns(trace: Trace) -> int:
+    """The turns a program takes in the action format: one per call, plus ``answer = name``."""
+    return len(trace.program().strip().splitlines())
+
+
+def rewrite_all(trace: Trace, composites: Sequence[Any]) -> Trace:
+    """``trace`` with every composite's pattern folded in, in the order the library accepted them."""
+    for c in composites:
+        trace, _ = c.pattern.rewrite(trace, c.name, c.arg_order)
+    return trace
+
+
+def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, Any]:
+    """Per task depth (the domain's category) and overall: tasks, and how many fit the turn limit
+    with the primitives and with the warm library; the warm library's composites, in order."""
+    settings = RunSettings.of(config)
+    domain = common.build_domain(settings, sandbox)
+    warm = warm_library([gold_trace(t) for t in domain.train[:settings.sft.n_demos]], domain.library, sandbox,
+                        rounds=settings.warm.rounds, config=settings.coevolve.abstractor)
+    composites = [c for o in warm.rounds for c in o.candidates if c.name in {t.name for t in o.result.accepted}]
+    limit = settings.rollout.max_steps
+    rows: dict[str, dict[str, int]] = {}
+    for task in getattr(domain, split):
+        gold = gold_trace(task)
+        row = rows.setdefault(str(domain.categories(task)) if domain.categories else domain.name,
+                              {"tasks": 0, "fit_primitives": 0, "fit_warm_library": 0})
+        row["tasks"] += 1
+        row["fit_primitives"] += turns(gold) <= limit
+        row["fit_warm_library"] += turns(rewrite_all(gold, composites)) <= limit
+    total = {k: sum(r[k] for r in rows.values()) for k in ("tasks", "fit_primitives", "fit_warm_library")}
+    return {"split": split, "max_steps": limit, "composites": [c.name for c in composites],
+            "per_category": dict(sorted(rows.items())), "all": total,
+            "ceiling_primitives": total["fit_primitives"] / max(total["tasks"], 1),
+            "ceiling_warm_library": total["fit_warm_library"] / max(total["tasks"], 1)}
+
+
+__all__ = ["rewrite_all", "turn_ceilings", "turns"]

@@ -1,0 +1,45 @@
+"""cocoda_jax.study.ceiling: the turn-limit ceiling with the primitives and with the warm library."""
+
+import pytest
+
+from cocoda_jax.coevolve.traces import gold_trace
+from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.execution import Sandbox
+from cocoda_jax.study import ceiling as C
+from configs import tiny
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=2, timeout_s=10.0) as sb:
+        yield sb
+
+
+def _config(max_steps):
+    c = tiny.get_config()
+    c.domain.update(dict(max_depth=4, n_train=120, n_test=40))
+    c.sft.n_demos = 120
+    c.rollout.max_steps = max_steps
+    return c
+
+
+def test_turns_count_calls_and_the_answer_line():
+    t = sm.make_task(0, "train", 3, depth=4)
+    assert C.turns(gold_trace(t)) == len(t.program.strip().splitlines())
+
+
+def test_ceilings_are_counts_and_the_library_never_lengthens_a_program(sandbox):
+    out = C.turn_ceilings(_config(8), sandbox)
+    assert out["composites"] and out["max_steps"] == 8
+    assert set(out["per_category"]) == {"depth_1", "depth_2", "depth_3", "depth_4"}
+    assert out["all"]["tasks"] == 40 == sum(r["tasks"] for r in out["per_category"].values())
+    for row in out["per_category"].values():
+        assert 0 <= row["fit_primitives"] <= row["fit_warm_library"] <= row["tasks"]
+    # depth-4 gold programs are 9-17 turns: none fits 8 from the primitives alone
+    assert out["per_category"]["depth_4"]["fit_primitives"] == 0
+    assert out["ceiling_primitives"] <= out["ceiling_warm_library"]
+
+
+def test_a_one_turn_limit_fits_nothing(sandbox):
+    out = C.turn_ceilings(_config(1), sandbox)
+    assert out["all"]["fit_primitives"] == 0 == out["all"]["fit_warm_library"]
