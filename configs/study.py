@@ -9,12 +9,13 @@ are applied to a copy), ``seeds`` (each cell sets ``run.seed`` and ``run.domain.
 ``arms`` (names; the unavailable ones are reported, not run), ``bootstrap`` (replicates of the
 intervals) and ``bootstrap_seed``.
 
-Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (its
-wall-clock budget is unmeasured: 6 runnable arms x 3 seeds = 18 runs of the default job, plus the
-1000-task test evaluation of each). ``deep``: the same
-with tasks of 1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the turn limit from
-primitives alone (issue 13 item 3). ``smoke``: configs/tiny.py's budgets, 8 test tasks,
-cocoda and frozen_library, one seed (a few minutes on the CPU).
+Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (10 arms
+x 3 seeds = 30 cells; measured cells: cocoda 12.6 min, frozen_library 9.8 min on 2 idle cores, so the
+whole preset is about 5-6 hours, not the 2 hours issue 13 asks for). ``deep``: the same with tasks of
+1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the turn limit from primitives alone
+(issue 13 item 3; ``python -m launch.turn_ceiling`` measures it), a 512-token context and 600 SFT
+steps. ``smoke``: configs/tiny.py's budgets, 8 test tasks, cocoda and frozen_library, one seed (a few
+minutes on the CPU).
 """
 
 import ml_collections
