@@ -668,8 +668,16 @@ def _substitute(cond: str, mapping: dict[str, str], max_chars: int) -> str | Non
     return out if len(out) <= max_chars else None
 
 
+def fold_all(trace: Any, candidates: Sequence[Candidate]) -> Any:
+    """``trace`` with every use of each candidate folded into one call of it, in the given order
+    (the order the library accepted them: a later composite may call an earlier one)."""
+    for c in candidates:
+        trace, _ = c.pattern.rewrite(trace, c.name, c.arg_order)
+    return trace
+
+
 __all__ = [
     "Abstractor", "AbstractorConfig", "Candidate", "CombinedAbstractor", "NotStraightLine", "Pattern", "Score", "SymbolicAbstractor", "Use",
-    "build_candidate", "candidate_from_tool", "canonical", "pattern_from_source", "composite_name", "find_uses", "mine", "occurrences", "param_binder", "propose", "rewrite",
+    "build_candidate", "candidate_from_tool", "canonical", "fold_all", "pattern_from_source", "composite_name", "find_uses", "mine", "occurrences", "param_binder", "propose", "rewrite",
     "score", "select_uses",
 ]

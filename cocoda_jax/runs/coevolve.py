@@ -43,7 +43,7 @@ import numpy as np
 
 from cocoda_jax import failpoints
 from cocoda_jax.coevolve import acceptance
-from cocoda_jax.coevolve.abstractor import Candidate, CombinedAbstractor, SymbolicAbstractor
+from cocoda_jax.coevolve.abstractor import Candidate, CombinedAbstractor, SymbolicAbstractor, fold_all
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
 from cocoda_jax.coevolve.sequences import SequenceAbstractor, pattern_from_json, pattern_to_json
 from cocoda_jax.coevolve.teacher import TeacherAbstractor, TeacherConfig
@@ -333,6 +333,8 @@ def _teacher(ctx: _RunContext) -> TeacherAbstractor:
 # ------------------------------------------------------------------------------------------------
 
 
+#: Round-record keys report.json keeps beside the report schema's (``ROUND_KEYS``).
+_REPORTED_EXTRA_KEYS = ("val_per_category",)
 _KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses",
                    "val_per_category")
 
@@ -618,9 +620,7 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
         return Refactored(tuple(tuple(p) for p in demo_programs), trained.state, trained.step)
     programs = []
     for played in _demo_trajectories(ctx, demo_programs, library, cards):
-        tr = _trace(ctx, played, library)
-        for c in mined.accepted:
-            tr, _ = c.pattern.rewrite(tr, c.name, c.arg_order)
+        tr = fold_all(_trace(ctx, played, library), mined.accepted)
         programs.append((tr.task_id, tr.program()))
     refactored = Refactored(tuple(programs), trained.state, trained.step)
     co = ctx.settings.coevolve
@@ -720,7 +720,7 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     report.json, plots and the DAG drawing."""
     cards = _cards(ctx, library, run_progress.demo_programs)
     test = _evaluate(ctx, state, library, ctx.domain.test, cards)
-    rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS or k == "val_per_category"}
+    rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS or k in _REPORTED_EXTRA_KEYS}
               for rec in run_progress.records]
     wall = sum(float(rec["wall_s"]) for rec in run_progress.records)
     extra = {"test_accuracy": test.accuracy, "frozen_library": ctx.frozen_library,

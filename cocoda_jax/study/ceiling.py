@@ -11,9 +11,9 @@ a planner achieves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
+from cocoda_jax.coevolve.abstractor import fold_all
 from cocoda_jax.coevolve.rounds import warm_library
 from cocoda_jax.coevolve.traces import Trace, gold_trace
 from cocoda_jax.runs import common
@@ -23,13 +23,6 @@ from cocoda_jax.runs.settings import RunSettings
 def turns(trace: Trace) -> int:
     """The turns a program takes in the action format: one per call, plus ``answer = name``."""
     return len(trace.program().strip().splitlines())
-
-
-def rewrite_all(trace: Trace, composites: Sequence[Any]) -> Trace:
-    """``trace`` with every composite's pattern folded in, in the order the library accepted them."""
-    for c in composites:
-        trace, _ = c.pattern.rewrite(trace, c.name, c.arg_order)
-    return trace
 
 
 def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, Any]:
@@ -48,7 +41,7 @@ def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, A
                               {"tasks": 0, "fit_primitives": 0, "fit_warm_library": 0})
         row["tasks"] += 1
         row["fit_primitives"] += turns(gold) <= limit
-        row["fit_warm_library"] += turns(rewrite_all(gold, composites)) <= limit
+        row["fit_warm_library"] += turns(fold_all(gold, composites)) <= limit
     total = {k: sum(r[k] for r in rows.values()) for k in ("tasks", "fit_primitives", "fit_warm_library")}
     return {"split": split, "max_steps": limit, "composites": [c.name for c in composites],
             "per_category": dict(sorted(rows.items())), "all": total,
@@ -56,4 +49,4 @@ def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, A
             "ceiling_warm_library": total["fit_warm_library"] / max(total["tasks"], 1)}
 
 
-__all__ = ["rewrite_all", "turn_ceilings", "turns"]
+__all__ = ["turn_ceilings", "turns"]
