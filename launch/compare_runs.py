@@ -1,4 +1,5 @@
-r"""Test accuracy of finished runs with 95% intervals, and each run against the first, paired by task.
+r"""Test accuracy of finished runs (or of `launch.evaluate_run` files) with 95% intervals, and each run
+against the first, paired by task.
 
     python -m launch.compare_runs --runs=/tmp/run_cascade,/tmp/run_full [--json_out=F]
 

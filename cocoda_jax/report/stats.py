@@ -46,8 +46,14 @@ def paired_difference(a: Mapping[str, int], b: Mapping[str, int], z: float = Z95
 
 def run_outcomes(run_dir: str | Path) -> dict[str, int]:
     """A finished run's ``test_outcomes`` from its ``report.json`` (``launch.coevolve``) or
-    ``train_summary.json`` (``launch.train``); a clear error when it has none."""
+    ``train_summary.json`` (``launch.train``), or the ``outcomes`` of a JSON file that
+    ``launch.evaluate_run`` wrote; a clear error when it has none."""
     d = Path(run_dir)
+    if d.is_file():
+        doc = json.loads(d.read_text())
+        if "outcomes" not in doc:
+            raise ValueError(f"{d} has no outcomes (not written by launch.evaluate_run?)")
+        return {str(k): int(v) for k, v in doc["outcomes"].items()}
     for name in ("report.json", "train_summary.json"):
         if (d / name).is_file():
             doc = json.loads((d / name).read_text())
@@ -58,7 +64,8 @@ def run_outcomes(run_dir: str | Path) -> dict[str, int]:
 
 
 def compare_runs(run_dirs: Sequence[str | Path]) -> dict:
-    """Each run's test accuracy with its interval, and each run against the first, paired by task."""
+    """Each run's test accuracy with its interval, and each run against the first, paired by task
+    (a run is a run directory or a ``launch.evaluate_run`` JSON file)."""
     outs = [run_outcomes(r) for r in run_dirs]
     runs = [{"dir": str(r), **accuracy_interval(sum(o.values()), len(o))} for r, o in zip(run_dirs, outs)]
     paired = [{"dir": str(r), **paired_difference(o, outs[0])} for r, o in zip(run_dirs[1:], outs[1:])]

@@ -48,3 +48,12 @@ def test_compare_runs_reads_reports_and_summaries(tmp_path):
     assert out["paired_vs_first"][0]["diff"] == pytest.approx(-1 / 3) and out["paired_vs_first"][0]["only_b"] == 1
     with pytest.raises(FileNotFoundError):
         run_outcomes(tmp_path)
+
+
+def test_an_evaluation_file_gives_its_outcomes_and_one_without_them_is_refused(tmp_path):
+    good, bad = tmp_path / "eval.json", tmp_path / "other.json"
+    good.write_text(json.dumps({"accuracy": 0.5, "outcomes": {"t1": 1, "t2": 0}}))
+    bad.write_text(json.dumps({"accuracy": 0.5}))
+    assert run_outcomes(good) == {"t1": 1, "t2": 0}
+    with pytest.raises(ValueError, match="no outcomes"):
+        run_outcomes(bad)

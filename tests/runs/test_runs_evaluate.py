@@ -1,0 +1,60 @@
+"""launch.evaluate_run: a finished run's planner scored again, at an earlier checkpoint, and on a
+dev set drawn with another seed (what stage-3 settings are chosen on instead of the test split)."""
+
+import json
+
+import pytest
+
+from cocoda_jax import checkpoint as ckpt
+from cocoda_jax.report.stats import compare_runs
+from cocoda_jax.runs import common
+from cocoda_jax.runs.evaluate import dev_tasks, evaluate_run
+
+pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
+
+
+def test_the_last_checkpoint_scores_what_the_report_says(tiny_run):
+    wd, report, _ = tiny_run
+    result = evaluate_run(wd)
+    assert result["outcomes"] == report["test_outcomes"]
+    assert result["accuracy"] == pytest.approx(report["test_accuracy"])
+    assert result["n"] == len(report["test_outcomes"])
+
+
+def test_an_earlier_checkpoint_and_a_dev_set_are_scored_and_compare_by_task(tiny_run, tmp_path):
+    wd, report, _ = tiny_run
+    steps = ckpt.all_steps(wd / "checkpoints")
+    settings = common.RunSettings.parse(ckpt.restore(wd / "checkpoints").config)
+    first = evaluate_run(wd, step=steps[0], domain_seed=settings.domain.get("seed") + 1)
+    last = evaluate_run(wd, domain_seed=settings.domain.get("seed") + 1)
+    assert first["checkpoint_step"] == steps[0] and last["checkpoint_step"] == steps[-1]
+    assert first["n"] == last["n"] == len(first["outcomes"]) > 0
+    assert set(first["outcomes"]) == set(last["outcomes"])
+    assert first["accuracy"] == pytest.approx(sum(first["outcomes"].values()) / first["n"])
+    a, b = tmp_path / "first.json", tmp_path / "last.json"
+    a.write_text(json.dumps(first))
+    b.write_text(json.dumps(last))
+    paired = compare_runs([a, b])["paired_vs_first"][0]
+    assert paired["n"] == first["n"]
+    assert paired["diff"] == pytest.approx(last["accuracy"] - first["accuracy"])
+
+
+def test_the_dev_set_holds_no_question_the_run_saw(tiny_run):
+    wd, _, _ = tiny_run
+    settings = common.RunSettings.parse(ckpt.restore(wd / "checkpoints").config)
+    domain = common.build_domain(settings, None)
+    seen = {t.question for t in (*domain.train, *domain.val, *domain.test)}
+    dev = dev_tasks(settings, None, domain, "test", settings.domain.get("seed") + 1)
+    assert dev and not {t.question for t in dev} & seen
+    # the run's own seed gives its own tasks back, so nothing is left
+    assert dev_tasks(settings, None, domain, "test", settings.domain.get("seed")) == []
+
+
+def test_a_missing_checkpoint_and_a_bad_split_are_clear_errors(tiny_run, tmp_path):
+    wd, _, _ = tiny_run
+    with pytest.raises(common.ConfigError, match="no checkpoint 999999"):
+        evaluate_run(wd, step=999999)
+    with pytest.raises(common.ConfigError, match="holds no checkpoint"):
+        evaluate_run(tmp_path)
+    with pytest.raises(ValueError, match="split"):
+        evaluate_run(wd, split="train")
