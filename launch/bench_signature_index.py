@@ -23,7 +23,7 @@ import time
 
 from absl import app, flags
 
-from cocoda_jax.types import SignatureIndex, linear_lookup
+from cocoda_jax.types import ANY, SignatureIndex, TVar, free_vars, linear_lookup
 from cocoda_jax.types.synthetic import query_from, random_library, random_signature
 
 _SIZES = flags.DEFINE_list("sizes", ["1000", "10000", "100000"], "Library sizes.")
@@ -46,6 +46,17 @@ def _timed(fn, *args):
     wall, cpu = time.perf_counter(), time.process_time()
     out = fn(*args)
     return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def query_kind(query) -> str:
+    """The lookup's known hard cases first: ``shared`` (a type variable in two places among the
+    arguments and the result), ``bare`` (an argument that is a bare variable or ``Any``), else ``plain``."""
+    places = [free_vars(p.type) for p in query.params] + [free_vars(query.result)]
+    if any(places[i] & places[j] for i in range(len(places)) for j in range(i + 1, len(places))):
+        return "shared"
+    if any(isinstance(p.type, TVar) or p.type is ANY for p in query.params):
+        return "bare"
+    return "plain"
 
 
 def _queries(library: dict, count: int, rng: random.Random) -> list:
@@ -102,6 +113,8 @@ def bench_size(size: int, n_queries: int, peer_budget_s: float, limit: int, seed
         "adds_chained": n_adds,
         "lookup": _us(wall),
         "lookup_cpu": _us(cpu),
+        "lookup_cpu_by_kind": {kind: _us([c for c, q in zip(cpu, queries) if query_kind(q) == kind])
+                               for kind in sorted({query_kind(q) for q in queries})},
         "full_matches_per_lookup": {"median": statistics.median(matched), "max": max(matched)},
         "bounded_candidates_per_lookup": {"median": statistics.median(bounded), "max": max(bounded)},
         "linear_scan_peer": peer_w,
@@ -122,8 +135,9 @@ def main(argv):
         "load_average_1m": round(os.getloadavg()[0], 2),
         "note": "lookup = SignatureIndex.lookup (exact top-k); peer = linear_lookup over all signatures, "
                 "same queries (a prefix of them), same process; speedup = peer median / index median on "
-                "that prefix; *_cpu = process CPU time (robust to a loaded machine); add_amortised_us = mean "
-                "wall time per add over a chain of adds on the built index",
+                "that prefix; *_cpu = process CPU time (robust to a loaded machine); lookup_cpu_by_kind: "
+                "shared = a type variable in two places of the query, bare = a bare variable or Any argument; "
+                "add_amortised_us = mean wall time per add over a chain of adds on the built index",
         "results": [bench_size(s, _QUERIES.value, _PEER_BUDGET.value, _LIMIT.value, _SEED.value, _ADDS.value)
                     for s in sizes],
     }

@@ -40,7 +40,10 @@ every bound it queues, so nothing is opened before it could matter):
    cells, (shape, result key), at that bound plus the result part, again by smallest name;
 5. a popped candidate is refined to its exact result cost plus the *best assignment* over the pair
    prices, argument order included (reordering priced as in the match), computed once per shape;
-   if that is higher it is queued again, else the full match runs.
+   if that is higher it is queued again, else the full match runs. A full match also teaches the
+   exact *argument part* (its cost less the result's) of every candidate with the same parameter
+   types and result-check bindings (:meth:`_Lookup.refine`): those are then refined to their exact
+   cost, which matters where pair prices are loosest (shared type variables).
 
 The index is a value: :meth:`SignatureIndex.add` and :meth:`SignatureIndex.remove` return a new
 index and leave the old one intact. Its tables are persistent hash tries (:class:`_PDict`) and its
@@ -56,14 +59,14 @@ import heapq
 import itertools
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from cocoda_jax.types.match import (
-    CANDIDATE_PREFIX, DEFAULT_COSTS, QUERY_PREFIX, Match, MatchCosts, Prepared, Scored, _moves, explain, prepare,
-    result_cost, score_prepared,
+    CANDIDATE_PREFIX, DEFAULT_COSTS, QUERY_PREFIX, Match, MatchCosts, Prepared, Scored, _moves, _notes_cost,
+    _result_solver, explain, prepare, score_prepared,
 )
-from cocoda_jax.types.terms import ANY, VARIADIC_TUPLE, Signature, TCon, TVar, Type, subterms
-from cocoda_jax.types.unify import _Solver, free_vars
+from cocoda_jax.types.terms import ANY, NONE, VARIADIC_TUPLE, Signature, TCon, TVar, Type, subterms
+from cocoda_jax.types.unify import _NUMERIC_RANK, _Solver, apply_subst, free_vars
 
 KEY_DEPTH = 2
 _WILD = "*"  # the head of a key that is Any (and of a form that is a type variable)
@@ -235,7 +238,7 @@ def _var_counts(t: Type) -> Counter:
 
 
 @functools.lru_cache(maxsize=1 << 17)
-def _fit(expected: Type, actual: Type) -> tuple[int, int] | None:
+def _solver_fit(expected: Type, actual: Type) -> tuple[int, int] | None:
     """Whether ``actual`` fits ``expected`` from an empty substitution, as (coercions used, query
     variables bound to a constructor); ``None`` when it does not. Keys recur across lookups and
     index values, so this is memoised process-wide.
@@ -253,6 +256,47 @@ def _fit(expected: Type, actual: Type) -> tuple[int, int] | None:
     return coercions, specific
 
 
+def _ground_notes(expected: Type, actual: Type) -> tuple[int, bool] | None:
+    """What :meth:`~cocoda_jax.types.unify._Solver.accepts` notes for two types without type variables
+    (result keys never have any, nor do most forms and arguments), found by structure: (coercions,
+    whether an ``Any`` of ``expected`` met a non-``Any``); ``None``: does not fit. With nothing to
+    bind, its paths check each argument on its own, so this sums the arguments. Not memoised: a
+    lookup fits its result to hundreds of keys (884 fixed-tuple keys at 100,000 signatures) and an
+    argument to hundreds of forms, and walking these small terms costs less than hashing them."""
+    e, a = expected, actual
+    if e is ANY or a is ANY:  # a wildcard: matches, with a note unless both are Any
+        return 0, e is ANY and a is not ANY
+    if e.name == a.name:  # no other path applies to one constructor
+        return _ground_notes_all(zip(e.args, a.args), 0) if len(e.args) == len(a.args) else None
+    if e.name in _NUMERIC_RANK and a.name in _NUMERIC_RANK:
+        return (1, False) if _NUMERIC_RANK[a.name] < _NUMERIC_RANK[e.name] else None
+    if e.name == "Optional":
+        if a == NONE:
+            return 1, False
+        inner = _ground_notes(e.args[0], a)
+        return None if inner is None else (inner[0] + 1, inner[1])
+    if e.name == VARIADIC_TUPLE and a.name == "tuple":
+        return _ground_notes_all(((e.args[0], y) for y in a.args), 1)
+    return None
+
+
+def _ground_notes_all(pairs: Iterable[tuple[Type, Type]], coercions: int) -> tuple[int, bool] | None:
+    met_any = False
+    for e, a in pairs:
+        notes = _ground_notes(e, a)
+        if notes is None:
+            return None
+        coercions += notes[0]
+        met_any = met_any or notes[1]
+    return coercions, met_any
+
+
+def _ground_fit(expected: Type, actual: Type) -> tuple[int, int] | None:
+    """:func:`_solver_fit` of two types without type variables (no query variable to bind)."""
+    notes = _ground_notes(expected, actual)
+    return None if notes is None else (notes[0], 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Forms and pair prices
 
@@ -264,25 +308,27 @@ def _outline(t: Type) -> tuple[str, tuple[str, ...], bool]:
     return t.name, tuple(_head(a) for a in t.args), _is_exact(t)
 
 
-def _kid_accepted(head: str, expected: Type) -> bool:
+def _result_outline_filter(expected: Type) -> Callable[[tuple[str, tuple[str, ...], bool]], bool]:
+    """Whether ``expected`` (a type or a key) may accept a result whose key has a given outline (the
+    mirror of :func:`_outline_filter`, one level deep). A predicate on outlines: a lookup asks it of
+    every result key outline, so the heads ``expected`` and its arguments accept are found once."""
+    if not isinstance(expected, TCon):
+        return lambda outline: True
     heads = _actual_heads(expected)
-    return heads is None or head in heads
+    kid_heads = [_actual_heads(e) for e in expected.args]  # None: any head
 
-
-def _result_outline_fits(expected: Type, outline: tuple[str, tuple[str, ...], bool]) -> bool:
-    """Whether ``expected`` (a type or a key) may accept a result whose key has this outline (the
-    mirror of :func:`_outline_fits`, one level deep)."""
-    head, kids, _ = outline
-    if head == _WILD or not isinstance(expected, TCon):
+    def fits(outline: tuple[str, tuple[str, ...], bool]) -> bool:
+        head, kids, _ = outline
+        if head == _WILD:
+            return True
+        if heads is not None and head not in heads:
+            return False
+        if head == expected.name:
+            return len(kids) == len(kid_heads) and all(h is None or k in h for k, h in zip(kids, kid_heads))
+        if expected.name == VARIADIC_TUPLE and head == "tuple":
+            return kid_heads[0] is None or all(k in kid_heads[0] for k in kids)
         return True
-    heads = _actual_heads(expected)
-    if heads is not None and head not in heads:
-        return False
-    if head == expected.name:
-        return len(kids) == len(expected.args) and all(_kid_accepted(k, e) for k, e in zip(kids, expected.args))
-    if expected.name == VARIADIC_TUPLE and head == "tuple":
-        return all(_kid_accepted(k, expected.args[0]) for k in kids)
-    return True
+    return fits
 
 
 # For an argument that is a bare variable or Any, the price against a constructor form does not
@@ -290,27 +336,31 @@ def _result_outline_fits(expected: Type, outline: tuple[str, tuple[str, ...], bo
 _CON_EXACT, _CON_RELAXED = TCon("int"), TCon("list", (TVar(f"{_FRESH}c0"),))
 
 
-def _kid_fits(head: str, actual: Type) -> bool:
+def _outline_filter(actual: Type) -> Callable[[tuple[str, tuple[str, ...], bool]], bool]:
+    """Whether a form with a given outline may accept a value of type (or key) ``actual``: the paths
+    of :meth:`~cocoda_jax.types.unify._Solver.accepts` (same constructor, argument by argument;
+    ``Optional``; the variadic tuple; numeric widening), checked one level deep. A predicate on
+    outlines: a lookup asks it of every form outline, so the heads that accept ``actual`` and its
+    arguments are found once."""
+    if not isinstance(actual, TCon):
+        return lambda outline: True
     heads = _expected_heads(actual)
-    return heads is None or head in heads
+    kid_heads = [_expected_heads(a) for a in actual.args]  # None: any head
 
-
-def _outline_fits(outline: tuple[str, tuple[str, ...], bool], actual: Type) -> bool:
-    """Whether a form with this outline may accept a value of type (or key) ``actual``: the paths of
-    :meth:`~cocoda_jax.types.unify._Solver.accepts` (same constructor, argument by argument;
-    ``Optional``; the variadic tuple; numeric widening), checked one level deep."""
-    head, kids, _ = outline
-    if head == _WILD or not isinstance(actual, TCon):
+    def fits(outline: tuple[str, tuple[str, ...], bool]) -> bool:
+        head, kids, _ = outline
+        if head == _WILD:
+            return True
+        if head not in heads:
+            return False
+        if head == actual.name:
+            return len(kids) == len(kid_heads) and all(h is None or k in h for k, h in zip(kids, kid_heads))
+        if head == "Optional":
+            return actual.name == "None" or kids[0] in heads
+        if head == VARIADIC_TUPLE:
+            return all(h is None or kids[0] in h for h in kid_heads)
         return True
-    if head not in _expected_heads(actual):
-        return False
-    if head == actual.name:
-        return len(kids) == len(actual.args) and all(_kid_fits(k, a) for k, a in zip(kids, actual.args))
-    if head == "Optional":
-        return actual.name == "None" or _kid_fits(kids[0], actual)
-    if head == VARIADIC_TUPLE:
-        return all(_kid_fits(kids[0], a) for a in actual.args)
-    return True
+    return fits
 
 
 def _rename_apart(t: Type, tag: str) -> Type:
@@ -378,6 +428,12 @@ def _pair_counts(expected: Type, actual: Type) -> tuple[int, int, int] | None:
             seen_any = True
             general += 1
     return coerce, general, specific
+
+
+def _ground_pair_counts(expected: Type, actual: Type) -> tuple[int, int, int] | None:
+    """:func:`_pair_counts` of two types without type variables (an ``Any`` counts once)."""
+    notes = _ground_notes(expected, actual)
+    return None if notes is None else (notes[0], int(notes[1]), 0)
 
 
 def _pair_lb(form: Type, arg: Type, arg_exact: bool) -> tuple[int, int, int] | None:
@@ -713,19 +769,21 @@ class SignatureIndex:
         def compute():
             key = type_key(result)
             bare = not isinstance(result, TCon)
+            fit_result = _solver_fit if free_vars(result) else _ground_fit
             found = {}
-            for outline, rks in self._rk_heads.items():
-                if not _result_outline_fits(result, outline):
+            result_may_accept = _result_outline_filter(result)
+            for outline, rks in self._result_keys_by_outline():
+                if not result_may_accept(outline):
                     continue
                 for rid in rks:
                     # a bare-variable (or Any) result binds a constructor key whole: one
                     # representative per outline head kind gives the same fit
                     rk = (_CON_EXACT if outline[0] != _WILD else ANY) if bare else self._terms[rid]
-                    fit = _fit(key, rk)
+                    fit = _ground_fit(key, rk)  # keys have no type variables
                     if fit is None:
                         continue
                     cost = self.costs.coercion * fit[0]
-                    exact = _fit(result, rk)
+                    exact = fit_result(result, rk)
                     if exact is not None:
                         cost = max(cost, self.costs.coercion * exact[0] + self.costs.more_specific * exact[1])
                     found[rid] = cost
@@ -736,8 +794,9 @@ class SignatureIndex:
         """Arity -> the compatible result keys having signatures of that arity."""
         def compute():
             by_arity: dict[int, list[Type]] = {}
+            arities = self._arities_by_result_key()
             for rk in self._result_bounds(result):
-                for m in self._rk_arities[rk]:
+                for m in arities[rk]:
                     by_arity.setdefault(m, []).append(rk)
             return {m: tuple(rks) for m, rks in by_arity.items()}
         return self._memoised(("arities", result), compute)
@@ -749,39 +808,63 @@ class SignatureIndex:
             c = self.costs
             worth = c.extra + c.missing
 
-            def saving_of(form: Type) -> float:
-                counts = _pair_lb(form, arg, exact)
+            arg_ground = not free_vars(arg)
+
+            def saving_of(form: Type, form_ground: bool = False) -> float:
+                if arg_ground and form_ground:
+                    counts = _ground_pair_counts(form, arg)
+                else:
+                    counts = _pair_lb(form, arg, exact)
                 if counts is None:
                     return 0.0
                 return worth - (c.coercion * counts[0] + c.more_general * counts[1] + c.more_specific * counts[2])
 
             bare = not isinstance(arg, TCon)
+            may_accept_arg = _outline_filter(arg)
             heads = _expected_heads(type_key(arg))
             by_head = self._outlines_by_head()
             found = {}
             for outline, forms in itertools.chain.from_iterable(
                     by_head.values() if heads is None else (by_head.get(h, ()) for h in heads)):
-                if not _outline_fits(outline, arg):
+                if not may_accept_arg(outline):
                     continue
                 if bare and outline[0] != _WILD:
                     saving = saving_of(_CON_EXACT if outline[2] else _CON_RELAXED)
                     if saving > 0:
-                        found.update(dict.fromkeys(forms, saving))
+                        found.update(dict.fromkeys((f for f, _, _ in forms), saving))
                     continue
-                for f in forms:
-                    saving = saving_of(self._terms[f])
+                for f, form, form_ground in forms:
+                    saving = saving_of(form, form_ground)
                     if saving > 0:
                         found[f] = saving
             return found
         return self._memoised(("savings", arg, exact), compute)
 
-    def _outlines_by_head(self) -> dict[str, list]:
+    # Plain snapshots of small persistent tables, once per index value: iterating a _PDict walks its
+    # 64-slot levels, which cost more than the work per entry when lookups iterate thousands of them.
+    def _outlines_by_head(self) -> dict[str, list[tuple[tuple, tuple[tuple[int, Type, bool], ...]]]]:
+        """Form outline head -> (outline, its forms as (id, form, whether it has no type variable))."""
         def compute():
+            terms = self._terms
             out: dict[str, list] = {}
             for outline, forms in self._form_heads.items():
-                out.setdefault(outline[0], []).append((outline, forms))
+                out.setdefault(outline[0], []).append(
+                    (outline, tuple((f, terms[f], not free_vars(terms[f])) for f in forms)))
             return out
         return self._memoised("outlines-by-head", compute)
+
+    def _result_keys_by_outline(self) -> tuple[tuple[tuple, tuple[int, ...]], ...]:
+        """(outline, result key ids of that outline) for every result key outline."""
+        return self._memoised("result-keys-by-outline",
+                              lambda: tuple((outline, tuple(rks)) for outline, rks in self._rk_heads.items()))
+
+    def _group_forms(self, rk: int, m: int) -> dict[int, _Bag]:
+        """Form id -> the shapes having it, among those of result key ``rk`` and arity ``m``."""
+        return self._memoised(("group-forms", rk, m), lambda: dict(self._groups[(rk, m)].by_form.items()))
+
+    def _arities_by_result_key(self) -> dict[int, tuple[int, ...]]:
+        return self._memoised("arities-by-result-key",
+                              lambda: {rk: tuple(ms) for rk, ms in self._rk_arities.items()})
 
     def _fed_levels(self, arg: Type, exact: bool, savings: dict, m: int) -> tuple[tuple[float, frozenset], ...]:
         """Per saving level of ``arg`` (highest first): the shapes of arity ``m`` (any result) that it
@@ -831,7 +914,7 @@ def _levels(by_value: dict[float, list]) -> tuple[tuple[float, frozenset], ...]:
     return tuple(out)
 
 
-def _by_value(savings: dict, inner) -> dict[float, list]:
+def _by_value(savings: dict, inner: dict) -> dict[float, list]:
     """The posting lists of ``inner`` (form -> _Bag) for the forms in ``savings``, by saving."""
     by_value: dict[float, list] = {}
     if len(savings) < len(inner):
@@ -883,6 +966,14 @@ def _best_assignment(rows: list[list[tuple[int, float]]], reorder: float) -> flo
     return best
 
 
+@dataclass(frozen=True, slots=True)
+class _Refined:
+    """A candidate after its result check (:meth:`_Lookup.refine`)."""
+
+    result_cost: float
+    argument_key: tuple  # (parameter types, the result check's bindings of their variables, resolved)
+
+
 class _Lookup:
     """One lookup: a best-first search over lazily opened arities, tiers, cells and candidates."""
 
@@ -901,6 +992,8 @@ class _Lookup:
         self.heap: list[tuple] = []
         self.seq = itertools.count()
         self.shape_memo: dict[tuple, tuple] = {}
+        self.query_arg_vars = frozenset().union(*map(free_vars, q.types))
+        self.argument_parts: dict[tuple, float] = {}  # argument key -> argument part (see refine)
         self.bounded = 0
         self.refined = 0
         self.shapes = 0
@@ -920,8 +1013,8 @@ class _Lookup:
         self.bounded += 1
         heapq.heappush(self.heap, (round(bound, 9), 2, name, next(self.seq), None))
 
-    def push_refined(self, name: str, bound: float) -> None:
-        heapq.heappush(self.heap, (round(bound, 9), 2, name, next(self.seq), True))
+    def push_refined(self, name: str, bound: float, refined: _Refined) -> None:
+        heapq.heappush(self.heap, (round(bound, 9), 2, name, next(self.seq), refined))
 
     def run(self) -> tuple[tuple[tuple[str, Match], ...], dict]:
         c, n = self.costs, self.n
@@ -945,7 +1038,7 @@ class _Lookup:
                 continue
             if full and (bound, name) > best[-1][:2]:
                 break
-            if payload is not None and payload is not True:  # a shape or a cell
+            if type(payload) is tuple:  # a shape or a cell
                 if payload[0] == "shape":
                     self.open_shape(payload[1])
                 else:
@@ -953,17 +1046,21 @@ class _Lookup:
                         self.push_candidate(member, bound)
                 continue
             e, shape, _ = items[name]
-            if payload is None:  # refine: exact result cost plus the best assignment of the shape
-                exact = result_cost(self.q, e.prepared, c)
+            if payload is None:  # refine: exact result cost plus a bound on the argument part
+                refined = self.refine(e.prepared)
                 self.refined += 1
-                if exact is None:
+                if refined is None:
                     continue
-                refined = round(self.shape_exact(shape) + exact, 9)
-                if refined > bound:
-                    self.push_refined(name, refined)
-                    continue
+            else:  # refined before; the argument part may have been learned since
+                refined = payload
+            tighter = round(self.argument_bound(refined, shape) + refined.result_cost, 9)
+            if tighter > bound:
+                self.push_refined(name, tighter, refined)
+                continue
             matched += 1
             scored = score_prepared(self.q, e.prepared, c)
+            if scored is not None:
+                self.argument_parts.setdefault(refined.argument_key, round(scored.cost - refined.result_cost, 9))
             if scored is None or (max_cost is not None and scored.cost > max_cost):
                 continue
             bisect.insort(best, (scored.cost, name, scored), key=lambda x: x[:2])
@@ -1012,8 +1109,8 @@ class _Lookup:
                     levels = index._fed_levels(f, exact, savings, m)
                 else:
                     by_value: dict[float, list] = {}
-                    for g in groups:
-                        for value, bags in _by_value(savings, g.by_form).items():
+                    for rk in rks:
+                        for value, bags in _by_value(savings, index._group_forms(rk, m)).items():
                             by_value.setdefault(value, []).extend(bags)
                     levels = _levels(by_value)
                 if levels:
@@ -1075,8 +1172,9 @@ class _Lookup:
             for fed in sets:
                 c.update(fed & members_set)
             getters.append(c.get)
-        forms = self.all_forms if m > 1 and self.n > 1 else None
         k_all = min(h, m)
+        # a fed shape has at least one parameter some argument can feed, so g only matters above 1
+        forms = self.all_forms if k_all > 1 else None
         tiers: dict[tuple, list[tuple]] = {}
         for shape in shapes:
             rb = best_rb if shape_rb is None else shape_rb[shape]
@@ -1127,11 +1225,8 @@ class _Lookup:
         shape_rb = None
         if len(rks) <= 64:  # the best result part per shape (and no shape whose results do not fit)
             shape_rb = {}
-            for rk in sorted(rks, key=self.result_part):
-                part = self.result_part(rk)
-                for shape in index._groups[(rk, m)].shapes.members():
-                    if shape not in shape_rb:
-                        shape_rb[shape] = part
+            for rk in sorted(rks, key=self.result_part, reverse=True):  # the best part is written last
+                shape_rb.update(dict.fromkeys(index._groups[(rk, m)].shapes.members(), self.result_part(rk)))
         context["shape_rb"] = shape_rb
 
     def shape_matrix(self, shape: tuple) -> tuple[float, list, float | None]:
@@ -1164,6 +1259,34 @@ class _Lookup:
         saving = min(sum(row_best[:k]), sum(col[:k]))
         found = self.shape_memo[shape] = (self.base(len(shape)) - saving, rows, None)
         return found
+
+    def refine(self, candidate: Prepared) -> _Refined | None:
+        """Runs the result check that every match starts with: ``None`` when the result does not fit,
+        else its exact cost and the candidate's argument key.
+
+        Everything a match does after the result check (pair prices, assignment, joint check,
+        reordering, missing and extra) reads only the two parameter lists and the result check's
+        bindings of their variables. So candidates with the same parameter types and the same such
+        bindings (resolved) pay the same argument part: once one of them is fully matched, the
+        others' refined bound is their exact cost, and each is fully matched only if it enters the
+        answer. The pair-price bound is loosest where this helps most: shared type variables, whose
+        bindings the relaxed prices leave free (``(T, T)`` queries, generic tools such as
+        ``(T, T) -> T``). Bindings of variables only the results have are left out of the key, so
+        that candidates differing only in their results share it."""
+        solver = _result_solver(self.q, candidate)
+        if solver is None:
+            return None
+        subst, bindings = solver.s, ()
+        if subst:
+            read = self.query_arg_vars.union(*map(free_vars, candidate.types))
+            bindings = tuple(sorted((v, apply_subst(TVar(v), subst)) for v in subst if v in read))
+        return _Refined(_notes_cost(solver.notes, True, self.costs), (candidate.types, bindings))
+
+    def argument_bound(self, refined: _Refined, shape: tuple) -> float:
+        """The argument part of a candidate's refined bound: exact once learned for its argument key
+        (see :meth:`refine`), else the shape's best assignment over pair prices."""
+        learned = self.argument_parts.get(refined.argument_key)
+        return self.shape_exact(shape) if learned is None else learned
 
     def shape_exact(self, shape: tuple) -> float:
         """The argument part of the bound from the best assignment over pair prices, order included."""

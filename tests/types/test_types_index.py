@@ -158,9 +158,9 @@ def test_every_bound_is_a_lower_bound(library, query):
             recorded[name] = round(bound, 9)
             super().push_candidate(name, bound)
 
-        def push_refined(self, name, bound):  # the assignment-level refinement, too
+        def push_refined(self, name, bound, refined):  # the assignment-level refinement, too
             recorded[name] = round(bound, 9)
-            super().push_refined(name, bound)
+            super().push_refined(name, bound, refined)
 
     idx = SignatureIndex.build(library)
     Recording(idx, prepare(query, QUERY_PREFIX), None, None).run()

@@ -13,7 +13,9 @@ from cocoda_jax.types import (
     optional, parse_signature, type_key,
 )
 from cocoda_jax.types import index as index_module
-from cocoda_jax.types.match import CANDIDATE_PREFIX, DEFAULT_COSTS, QUERY_PREFIX, _notes_cost, prepare, score_prepared
+from cocoda_jax.types.match import (
+    CANDIDATE_PREFIX, DEFAULT_COSTS, QUERY_PREFIX, _notes_cost, prepare, result_cost, score_prepared,
+)
 from cocoda_jax.types.unify import _Solver, rename_vars
 from tests.types.strategies import signatures, types
 
@@ -57,9 +59,9 @@ def test_refined_bounds_are_lower_bounds(library, query):
             recorded.setdefault(name, []).append(round(bound, 9))
             super().push_candidate(name, bound)
 
-        def push_refined(self, name, bound):
+        def push_refined(self, name, bound, refined):
             recorded.setdefault(name, []).append(round(bound, 9))
-            super().push_refined(name, bound)
+            super().push_refined(name, bound, refined)
 
     q = prepare(query, QUERY_PREFIX)
     Recording(SignatureIndex.build(library), q, None, None).run()
@@ -112,9 +114,9 @@ def test_exclusive_pair_price_is_exact(e0, a0, e, a):
 @given(types(max_leaves=8), types(max_leaves=8))
 def test_outline_filters_never_drop_a_fit(expected, actual):
     if accepts(expected, actual) is not None:
-        assert index_module._outline_fits(index_module._outline(expected), type_key(actual))
+        assert index_module._outline_filter(type_key(actual))(index_module._outline(expected))
     if accepts(type_key(expected), type_key(actual)) is not None:
-        assert index_module._result_outline_fits(type_key(expected), index_module._outline(type_key(actual)))
+        assert index_module._result_outline_filter(type_key(expected))(index_module._outline(type_key(actual)))
 
 
 @settings(max_examples=60, deadline=None)
@@ -184,3 +186,44 @@ def test_persistent_dict_pickles_by_items():
     changed = big.remove("k7").set("z", 1)
     assert dict(pickle.loads(pickle.dumps(changed)).items()) == {**{f"k{i}": i for i in range(500) if i != 7}, "z": 1}
     assert len(big) == 500 and big["k7"] == 7
+
+
+@settings(max_examples=300, deadline=None)
+@given(types(with_vars=False, max_leaves=8), types(with_vars=False, max_leaves=8), st.booleans())
+def test_structural_prices_of_ground_types_equal_the_solver(expected, actual, as_key):
+    # _ground_notes walks types without variables argument by argument; the solver is the reference
+    if as_key:  # result keys are what it meets most: outlines with Any below depth 2
+        actual = type_key(actual)
+    for e in (expected, type_key(expected)):
+        where = (str(e), str(actual))
+        assert index_module._ground_fit(e, actual) == index_module._solver_fit(e, actual), where
+        assert index_module._ground_pair_counts(e, actual) == index_module._pair_counts(e, actual), where
+
+
+def _bare_or_shared_queries() -> st.SearchStrategy:
+    # bare T / Any arguments and variables shared between arguments (and sometimes the result)
+    arg = st.one_of(st.sampled_from([TVar("T"), TVar("U"), ANY]), _shared)
+    return st.builds(lambda args, result: Signature(tuple(Param("", t) for t in args), result),
+                     st.lists(arg, max_size=4), st.one_of(_shared, st.sampled_from([TVar("T"), ANY, INT])))
+
+
+@settings(max_examples=80, deadline=None)
+@given(_libraries, _bare_or_shared_queries(), st.sampled_from([1, 3, None]))
+def test_learned_argument_parts_are_exact_and_keep_the_answer(library, query, limit):
+    # a learned argument part stands for every candidate with the same argument key (parameter types
+    # and result bindings): it must be exactly what the full match charges each of them, and the
+    # answer must stay the linear scan's
+    q = prepare(query, QUERY_PREFIX)
+    lookup = index_module._Lookup(SignatureIndex.build(library), q, limit, None)
+    found, _ = lookup.run()
+    assert found == linear_lookup(query, library, limit)
+    for sig in library.values():
+        c = prepare(sig, CANDIDATE_PREFIX)
+        refined, scored = lookup.refine(c), score_prepared(q, c)
+        assert (refined is None) == (scored is None)
+        if refined is None:
+            continue
+        assert refined.result_cost == result_cost(q, c)
+        learned = lookup.argument_parts.get(refined.argument_key)
+        if learned is not None:
+            assert round(learned + refined.result_cost, 9) == scored.cost, (str(sig), str(query))
