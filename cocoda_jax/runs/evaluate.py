@@ -58,8 +58,8 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
     run_dir = Path(run_dir)
     if split not in ("val", "test"):
         raise ValueError(f"split must be 'val' or 'test', got {split!r}")
-    latest = _checkpoint(run_dir, step)
-    settings = C.RunSettings.parse(latest.config)  # the config the run was saved with
+    restored = _checkpoint(run_dir, step)
+    settings = C.RunSettings.parse(restored.config)  # the config the run was saved with
     with C.sandbox_for(settings) as sandbox:
         domain = C.build_domain(settings, sandbox)
         if domain_seed is None:
@@ -80,20 +80,20 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
                     counts[category_of(t)] += 1
                     kept.append(t)
             tasks = kept
-        library = latest.payloads["library"]
+        library = restored.payloads["library"]
         by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
-        programs = [tuple(p) for p in latest.payloads["progress"]["demo_programs"] if p[0] in by_id]
+        programs = [tuple(p) for p in restored.payloads["progress"]["demo_programs"] if p[0] in by_id]
         cards = C.prompt_cards(library, settings.retrieval, programs, {i: by_id[i].question for i, _ in programs})
         tok = C.tokenizer_for(run_dir, (), settings.model.vocab_size, settings.model.hf_checkpoint)
         mesh = C.mesh_of(settings)
         learner = C.grpo_learner(C.build_planner(settings, tok.vocab_size, mesh), settings, mesh)
-        state, _ = C.restore_state(run_dir, learner, latest.step, with_ref=False)
+        state, _ = C.restore_state(run_dir, learner, restored.step, with_ref=False)
         evaluation = L.evaluate(learner.model(state), tok, tasks, library, sandbox, settings.rollout,
                                 cards=cards, reward_config=settings.reward, seed=settings.seed)
     per = C.per_category(domain, tasks, evaluation) or {domain.name: {"n": len(tasks), "accuracy": evaluation.accuracy}}
     return {"per_category": per, "policy": "planner", "run_dir": str(run_dir), "split": split,
             "domain_seed": settings.domain.get("seed") if domain_seed is None else int(domain_seed),
-            "checkpoint_step": latest.step, "accuracy": evaluation.accuracy, "n": len(tasks),
+            "checkpoint_step": restored.step, "accuracy": evaluation.accuracy, "n": len(tasks),
             "library_size": len(library), "outcomes": evaluation.outcomes()}
 
 
