@@ -76,7 +76,8 @@ def get_config() -> ml_collections.ConfigDict:
         abstractor=ml_collections.ConfigDict(dict(
             min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),
-        acceptance=ml_collections.ConfigDict(dict(tolerance=0.04, reference="best", allow_planner_only=True)),
+        acceptance=ml_collections.ConfigDict(dict(tolerance=0.04, reference="best", allow_planner_only=True,
+                                                  growth_must_pay=True)),
         # who proposes composites: "symbolic" (the miner above), "teacher" (an LM behind an
         # OpenAI-compatible endpoint, e.g. vLLM/SGLang or launch/serve.py) or "both"; every proposal
         # passes the same validation and acceptance (docs/teacher.md)

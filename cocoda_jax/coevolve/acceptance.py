@@ -11,6 +11,13 @@ rule that makes it hold by construction, as a pure function of recorded numbers:
   a demonstrated behaviour never loses its tools;
 * if the pair fails, the new planner alone may still be taken with the incumbent library, when it
   was also evaluated with that library (``planner_only_reward``) and passes the same two tests;
+* growth must pay (``growth_must_pay``, the default): when the planner alone was measured, a pair
+  that scores below it is refused as a pair even inside the tolerance, so a new library is kept
+  only where it does at least as well as the same round without it. Why: the tolerance is there for
+  the noise of a small validation split, and letting a library change spend it compounds what
+  the library change costs (measured in docs/experiments.md section B: the deep study's round 1
+  accepted a pair 2.3 points below the incumbent on validation, while the same GRPO update with the
+  incumbent library scored exactly the incumbent's 0.695);
 * otherwise the incumbent (planner and library) is kept. Every call returns a :class:`Decision`
   saying what was kept and why, for the run log.
 """
@@ -31,6 +38,7 @@ class AcceptanceConfig:
     tolerance: float = 0.0
     reference: str = "best"
     allow_planner_only: bool = True
+    growth_must_pay: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.tolerance, (int, float)) and math.isfinite(self.tolerance) and self.tolerance >= 0):
@@ -51,7 +59,9 @@ class Proposal:
 
     ``planner`` is opaque here (parameters, a checkpoint step, a name). ``used_tools``: every tool
     called by the proposal's accepted validation trajectories. ``planner_only_*``: the new planner
-    evaluated with the incumbent library, if that was measured.
+    evaluated with the incumbent library, if that was measured; ``planner_alone``: the planner that
+    measurement used, when it is not ``planner`` (the round's planner before a refresh it had only
+    for the new library), kept if only the planner is accepted.
     """
 
     round: int
@@ -61,6 +71,7 @@ class Proposal:
     used_tools: frozenset[str] = frozenset()
     planner_only_reward: float | None = None
     planner_only_used_tools: frozenset[str] = frozenset()
+    planner_alone: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +144,10 @@ def decide(incumbent: Incumbent, proposal: Proposal, config: AcceptanceConfig = 
     reward = float(proposal.val_reward)
     used = frozenset(proposal.used_tools)
     problem = _check(reward, used, proposal.library, incumbent, threshold)
+    if problem is None and config.growth_must_pay and proposal.planner_only_reward is not None \
+            and reward < float(proposal.planner_only_reward):
+        problem = (f"the new library does not pay: the pair's {reward:.6g} is below the planner alone's "
+                   f"{float(proposal.planner_only_reward):.6g}", ())
     if problem is None:
         new = Incumbent(proposal.round, proposal.planner, proposal.library, reward,
                         max(incumbent.best_reward, reward), incumbent.used_tools | used)
@@ -144,7 +159,8 @@ def decide(incumbent: Incumbent, proposal: Proposal, config: AcceptanceConfig = 
         alone_used = frozenset(proposal.planner_only_used_tools)
         second = _check(alone, alone_used, incumbent.library, incumbent, threshold)
         if second is None:
-            new = Incumbent(proposal.round, proposal.planner, incumbent.library, alone,
+            planner = proposal.planner if proposal.planner_alone is None else proposal.planner_alone
+            new = Incumbent(proposal.round, planner, incumbent.library, alone,
                             max(incumbent.best_reward, alone), incumbent.used_tools | alone_used)
             return new, Decision(proposal.round, "accept_planner", f"new library refused: {why}", alone, reference,
                                  config.tolerance, "new planner, previous library", missing)

@@ -552,13 +552,15 @@ class Refactored:
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The acceptance decision, the incumbent after it, and the evaluation the round record
-    reports: the accepted pair's, or (rejected) the refused proposal's."""
+    """The acceptance decision, the incumbent after it, the evaluation the round record reports
+    (the accepted pair's, or (rejected) the refused proposal's) and the planner state to go on
+    with (``None`` when refused: the incumbent's, restored from the last checkpoint)."""
 
     outcome: Outcome
     decision: acceptance.Decision
     incumbent: acceptance.Incumbent
     evaluation: loop.Evaluation
+    state: TrainState | None = None
 
 
 def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, cards: PromptCards,
@@ -642,22 +644,29 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
 
 
 def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: LibrarySnapshot,
-           cards: PromptCards, mined: Mined, refactored: Refactored) -> Verdict:
+           cards: PromptCards, mined: Mined, refactored: Refactored, trained: GrpoRound) -> Verdict:
     """The round's (planner, candidate library) evaluated on the validation split and weighed
-    against the incumbent; if refused and the library changed, the new planner alone with the
-    incumbent library is evaluated and weighed too (``accept_planner``)."""
+    against the incumbent. When the library changed, the round's planner *before* the refresh
+    (``trained``: the GRPO update alone; the refresh trained it for the new library) is also
+    evaluated with the incumbent library: always under ``growth_must_pay`` (the pair must then score
+    at least as well), otherwise only if the pair is refused; it is kept if the planner alone is
+    accepted (``accept_planner``)."""
+    grew = mined.library is not library
     candidate_cards = _cards(ctx, mined.library, refactored.programs) if mined.accepted else cards
     ev = _evaluate(ctx, refactored.state, mined.library, ctx.domain.val, candidate_cards)
     proposal = acceptance.Proposal(r, f"round-{r}", mined.library, ev.accuracy, ev.used_tools)
-    new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.coevolve.acceptance)
-    if outcome_of(decision) is Outcome.REJECT and mined.library is not library:
-        alone = _evaluate(ctx, refactored.state, library, ctx.domain.val, cards)
+    rule = ctx.settings.coevolve.acceptance
+    new_incumbent, decision = acceptance.decide(incumbent, proposal, rule)
+    if grew and (rule.growth_must_pay or outcome_of(decision) is Outcome.REJECT):
+        alone = _evaluate(ctx, trained.state, library, ctx.domain.val, cards)
         proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
-                                       planner_only_used_tools=alone.used_tools)
-        new_incumbent, decision = acceptance.decide(incumbent, proposal, ctx.settings.coevolve.acceptance)
+                                       planner_only_used_tools=alone.used_tools, planner_alone=f"round-{r}-grpo")
+        new_incumbent, decision = acceptance.decide(incumbent, proposal, rule)
         if outcome_of(decision) is Outcome.ACCEPT_PLANNER:
             ev = alone
-    return Verdict(outcome_of(decision), decision, new_incumbent, ev)
+    outcome = outcome_of(decision)
+    state = {Outcome.ACCEPT: refactored.state, Outcome.ACCEPT_PLANNER: trained.state}.get(outcome)
+    return Verdict(outcome, decision, new_incumbent, ev, state)
 
 
 def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: LibrarySnapshot,
@@ -695,9 +704,10 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer)
         mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
         refactored = refactor_and_refresh(ctx, r, library, cards, run_progress.demo_programs, mined, trained)
-        verdict = decide(ctx, r, run_progress.incumbent.incumbent(library), library, cards, mined, refactored)
-        if verdict.outcome.keeps_new_planner:
-            state = refactored.state
+        verdict = decide(ctx, r, run_progress.incumbent.incumbent(library), library, cards, mined, refactored,
+                         trained)
+        if verdict.state is not None:
+            state = verdict.state
         else:  # back to the incumbent planner: the last checkpoint's
             state = common.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step, ref is not None)[0]
         kept = mined.library if verdict.outcome is Outcome.ACCEPT else library

@@ -13,9 +13,10 @@ Why each available arm's overrides do what the name says (read from the code, no
 * ``no_gar``: ``reward.name="result"``: ``rl/rewards.py`` ``result_reward`` is ``dag_reward`` with
   ``lam=0``: R_res minus the step penalties, which are 0 in the default config
   (``malformed_penalty = ill_typed_penalty = 0``), so R_res alone.
-* ``no_acceptance``: ``coevolve.acceptance.tolerance=1.0``. ``coevolve.decide`` weighs the round's
-  validation *accuracy* (in [0, 1]) against ``reference - tolerance``; with tolerance 1 the
-  threshold is <= 0, so the reward test always passes. The other refusals of
+* ``no_acceptance``: ``coevolve.acceptance.tolerance=1.0`` and ``growth_must_pay=False``.
+  ``coevolve.decide`` weighs the round's validation *accuracy* (in [0, 1]) against
+  ``reference - tolerance``; with tolerance 1 the threshold is <= 0, so the reward test always
+  passes, and without ``growth_must_pay`` a pair is never weighed against the planner alone. The other refusals of
   ``acceptance._check`` cannot fire: the accuracy is finite, the proposal's used tools come from
   rollouts with the proposal's own library, and the job never removes a tool from a library
   (no ``LibrarySnapshot.remove`` in ``coevolve/`` or ``runs/coevolve.py``: mining only inserts),
@@ -73,7 +74,7 @@ ARMS: tuple[Arm, ...] = (
         {"retrieval.mode": "full"}),
     Arm("no_gar", "-GAR: reward R_res only (no composite credit)", {"reward.name": "result"}),
     Arm("no_acceptance", "every round's (planner, library) pair accepted (tolerance 1 on an accuracy in [0, 1])",
-        {"coevolve.acceptance.tolerance": 1.0}),
+        {"coevolve.acceptance.tolerance": 1.0, "coevolve.acceptance.growth_must_pay": False}),
     Arm("rods_off", "RODS off: a static seeded draw from the seed tasks", {"rods.enabled": False}),
     Arm("large_frozen", "a 4x larger planner (tiny_x4: 4x the non-embedding parameters) with the library frozen",
         {"model.preset": "tiny_x4", "coevolve.frozen_library": True}),

@@ -1,5 +1,6 @@
 """Conservative updates: unit cases and property tests over simulated recorded rounds."""
 
+import dataclasses
 import math
 
 import pytest
@@ -54,6 +55,33 @@ def test_keeps_the_new_planner_with_the_old_library_when_that_passes():
     assert off.outcome == "reject"
 
 
+def test_growth_must_pay_refuses_a_pair_below_the_planner_alone_inside_the_tolerance():
+    start = _start()
+    proposal = Proposal(1, "p1-refreshed", BASE | {"grow"}, 0.48, frozenset({"grow"}), planner_only_reward=0.50,
+                        planner_only_used_tools=frozenset({"add"}), planner_alone="p1-grpo")
+    new, d = decide(start, proposal, AcceptanceConfig(tolerance=0.05))
+    assert d.outcome == "accept_planner" and "does not pay" in d.reason
+    assert new.planner == "p1-grpo" and new.library is start.library and new.val_reward == 0.50
+    # the same pair without the rule: accepted inside the tolerance, as before
+    new, d = decide(start, proposal, AcceptanceConfig(tolerance=0.05, growth_must_pay=False))
+    assert d.outcome == "accept" and new.planner == "p1-refreshed" and new.library == BASE | {"grow"}
+
+
+def test_growth_that_ties_the_planner_alone_is_kept():
+    proposal = Proposal(1, "p1", BASE | {"grow"}, 0.50, frozenset({"grow"}), planner_only_reward=0.50)
+    new, d = decide(_start(), proposal, AcceptanceConfig(tolerance=0.05))
+    assert d.outcome == "accept" and new.library == BASE | {"grow"}
+
+
+def test_a_refused_growth_falls_back_to_reject_when_the_planner_alone_fails_too():
+    proposal = Proposal(1, "p1", BASE | {"grow"}, 0.47, frozenset({"grow"}), planner_only_reward=0.48)
+    start = _start()
+    new, d = decide(start, proposal, AcceptanceConfig(tolerance=0.05, allow_planner_only=False))
+    assert d.outcome == "reject" and new is start and "does not pay" in d.reason
+    new, d = decide(start, dataclasses.replace(proposal, planner_only_reward=0.40), AcceptanceConfig(tolerance=0.05))
+    assert d.outcome == "accept" and new.val_reward == 0.47  # the pair beats the planner alone: growth paid
+
+
 def test_best_reference_stops_a_slow_slide_that_last_allows():
     rewards = [0.50, 0.46, 0.42, 0.38]
     proposals = [Proposal(i + 1, f"p{i + 1}", BASE, r) for i, r in enumerate(rewards[1:])]
@@ -92,7 +120,8 @@ def proposals(draw, rnd):
         used |= {"ghost"}                                                            # sometimes inconsistent
     alone = draw(st.none() | rewards)
     alone_used = draw(st.frozensets(st.sampled_from(TOOLS), max_size=2))
-    return Proposal(rnd, f"planner{rnd}", library, draw(rewards), used, alone, alone_used)
+    alone_planner = draw(st.none() | st.just(f"planner{rnd}-alone"))
+    return Proposal(rnd, f"planner{rnd}", library, draw(rewards), used, alone, alone_used, alone_planner)
 
 
 @st.composite
@@ -100,7 +129,7 @@ def recorded_runs(draw):
     n = draw(st.integers(1, 12))
     config = AcceptanceConfig(tolerance=draw(st.sampled_from([0.0, 0.01, 0.05, 0.2])),
                               reference=draw(st.sampled_from(["best", "last"])),
-                              allow_planner_only=draw(st.booleans()))
+                              allow_planner_only=draw(st.booleans()), growth_must_pay=draw(st.booleans()))
     start = initial("sft", BASE, draw(rewards), draw(st.frozensets(st.sampled_from(sorted(BASE)), max_size=2)))
     return start, [draw(proposals(i + 1)) for i in range(n)], config
 
@@ -135,6 +164,18 @@ def test_no_accepted_library_drops_a_tool_an_accepted_trajectory_uses(run):
             used_so_far |= p.planner_only_used_tools
         assert used_so_far <= tool_names(inc.library)
         assert inc.used_tools == used_so_far
+
+
+@settings(max_examples=120, deadline=None)
+@given(recorded_runs())
+def test_under_growth_must_pay_an_accepted_pair_never_scores_below_its_planner_alone(run):
+    start, props, config = run
+    _, decisions, history = run_rounds(start, props, config)
+    for p, d, inc in zip(props, decisions, history):
+        if d.outcome == "accept" and config.growth_must_pay and p.planner_only_reward is not None:
+            assert p.val_reward >= p.planner_only_reward
+        if d.outcome == "accept_planner":  # the planner kept is the one measured alone
+            assert inc.planner == (p.planner if p.planner_alone is None else p.planner_alone)
 
 
 @settings(max_examples=80, deadline=None)

@@ -3,9 +3,11 @@ every proposal passes): a refused proposal. The validation accuracies are script
 is the real job."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
+from cocoda_jax.coevolve.acceptance import AcceptanceConfig, initial
 from cocoda_jax.report import read_metrics
 from cocoda_jax.rl import loop
 from cocoda_jax.runs import common, coevolve
@@ -48,3 +50,50 @@ def test_a_refused_proposal_keeps_the_incumbent_pair_and_its_numbers(tmp_path, m
     assert progress.global_step == tiny_config().sft.steps + 1  # the GRPO step counts, though undone
     round_end = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "round/accepted" in r]
     assert [r["round/accepted"] for r in round_end] == [0.0] and round_end[0]["val/accuracy"] == 0.5
+
+
+def _decide_with_scores(monkeypatch, scores, rule):
+    """``coevolve.decide`` on a round that grew the library, with the validation accuracy of each
+    (planner state, library) scripted by ``scores``; returns the verdict and what was evaluated."""
+    old, new = frozenset({"add", "subtract"}), frozenset({"add", "subtract", "grow"})
+    evaluated = []
+
+    def evaluate(ctx, state, snapshot, tasks, cards):
+        evaluated.append((state, "new" if snapshot is new else "old"))
+        return SimpleNamespace(accuracy=scores[evaluated[-1]], used_tools=frozenset({"add"}))
+
+    monkeypatch.setattr(coevolve, "_evaluate", evaluate)
+    monkeypatch.setattr(coevolve, "_cards", lambda *args: "candidate cards")
+    ctx = SimpleNamespace(settings=SimpleNamespace(coevolve=SimpleNamespace(acceptance=rule)),
+                          domain=SimpleNamespace(val=()))
+    mined = coevolve.Mined(library=new, inserted=("grow",), accepted=("a candidate",))
+    refactored = coevolve.Refactored(programs=(), state="refreshed", step=12)
+    trained = coevolve.GrpoRound(state="grpo only", step=11, accuracies=(0.5,), successes=())
+    verdict = coevolve.decide(ctx, 1, initial("round-0", old, 0.50, ("add",)), old, "cards", mined, refactored,
+                              trained)
+    return verdict, evaluated
+
+
+def test_growth_that_does_not_pay_keeps_the_grpo_planner_without_its_refresh(monkeypatch):
+    # the pair (refreshed planner, grown library) 0.48 is inside the 0.04 tolerance of 0.50, but the
+    # round's GRPO planner alone with the old library scores 0.52: the growth did not pay
+    scores = {("refreshed", "new"): 0.48, ("grpo only", "old"): 0.52}
+    verdict, evaluated = _decide_with_scores(monkeypatch, scores, AcceptanceConfig(tolerance=0.04))
+    assert evaluated == [("refreshed", "new"), ("grpo only", "old")]
+    assert verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.state == "grpo only"
+    assert verdict.evaluation.accuracy == 0.52 and verdict.incumbent.library == frozenset({"add", "subtract"})
+    # without the rule the pair is accepted and the planner alone is never evaluated
+    verdict, evaluated = _decide_with_scores(monkeypatch, scores,
+                                             AcceptanceConfig(tolerance=0.04, growth_must_pay=False))
+    assert evaluated == [("refreshed", "new")]
+    assert verdict.outcome is Outcome.ACCEPT and verdict.state == "refreshed"
+
+
+def test_growth_that_pays_keeps_the_refreshed_planner_and_the_new_library(monkeypatch):
+    scores = {("refreshed", "new"): 0.55, ("grpo only", "old"): 0.52}
+    verdict, _ = _decide_with_scores(monkeypatch, scores, AcceptanceConfig(tolerance=0.04))
+    assert verdict.outcome is Outcome.ACCEPT and verdict.state == "refreshed"
+    assert "grow" in verdict.incumbent.library
+    scores = {("refreshed", "new"): 0.30, ("grpo only", "old"): 0.40}  # both below 0.50 - 0.04
+    verdict, _ = _decide_with_scores(monkeypatch, scores, AcceptanceConfig(tolerance=0.04))
+    assert verdict.outcome is Outcome.REJECT and verdict.state is None

@@ -51,10 +51,12 @@ def test_unavailable_cells_and_unknown_keys_are_refused():
 
 
 def test_no_acceptance_accepts_every_round():
-    cfg = AcceptanceConfig(tolerance=A.get("no_acceptance").overrides["coevolve.acceptance.tolerance"])
+    over = A.get("no_acceptance").overrides
+    cfg = AcceptanceConfig(tolerance=over["coevolve.acceptance.tolerance"],
+                           growth_must_pay=over["coevolve.acceptance.growth_must_pay"])
     inc = initial("p0", ["f"], 1.0, ["f"])
-    for r, acc in enumerate((0.0, 1.0, 0.0, 0.5), 1):
-        inc, d = decide(inc, Proposal(r, f"p{r}", ["f", f"g{r}"], acc, {"f"}), cfg)
+    for r, acc in enumerate((0.0, 1.0, 0.0, 0.5), 1):  # even below the round's planner alone (0.9)
+        inc, d = decide(inc, Proposal(r, f"p{r}", ["f", f"g{r}"], acc, {"f"}, planner_only_reward=0.9), cfg)
         assert d.outcome == "accept"
 
 
