@@ -33,6 +33,9 @@ Why each available arm's overrides do what the name says (read from the code, no
   format has no literal answer step), the SFT demonstrations are ``answer = state_answer(<gold>)``,
   ``rollout.max_steps=1`` and no cards (``retrieval.mode="none"``): the planner must write the answer's
   digits itself, through the same checker, sandbox, verifier, GRPO and RODS as every other arm.
+* ``growth_tolerant`` (diagnostic, run only when named): ``coevolve.acceptance.growth_must_pay=False``:
+  the main job with the acceptance rule it had before a grown library had to score at least the
+  round's planner alone; it measures what that rule changes.
 * ``large_frozen``: ``model.preset="tiny_x4"`` (``models/config.py``: tiny at twice the width,
   4.0x its non-embedding parameters) with ``coevolve.frozen_library=True``.
 """
@@ -49,13 +52,15 @@ import ml_collections
 @dataclasses.dataclass(frozen=True)
 class Arm:
     """One row of the study. ``overrides``: dotted key -> value, applied to a copy of the run
-    config; ``reason``: why the arm is unavailable (empty when it is available)."""
+    config; ``reason``: why the arm is unavailable (empty when it is available); ``in_presets``:
+    whether the study's presets run it (False: a diagnostic arm, run only when named)."""
 
     name: str
     description: str
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     available: bool = True
     reason: str = ""
+    in_presets: bool = True
 
     def __post_init__(self) -> None:
         if self.available and self.reason:
@@ -85,6 +90,10 @@ ARMS: tuple[Arm, ...] = (
         {"coevolve.mine_in_rounds": False}),
     Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",
         {"rods.selection": "uniform"}),
+    # diagnostic (not in the presets): the acceptance rule as it was before ``growth_must_pay``
+    Arm("growth_tolerant", "cocoda, but a grown library is accepted inside the tolerance even when the round's "
+        "planner alone scores higher (the rule before growth_must_pay)",
+        {"coevolve.acceptance.growth_must_pay": False}, in_presets=False),
 )
 
 _BY_NAME = {a.name: a for a in ARMS}
@@ -101,7 +110,8 @@ def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:
 
 
 def names() -> tuple[str, ...]:
-    return tuple(a.name for a in ARMS)
+    """The arms the study's presets run (issue 13's list)."""
+    return tuple(a.name for a in ARMS if a.in_presets)
 
 
 def get(name: str) -> Arm:
@@ -112,9 +122,9 @@ def get(name: str) -> Arm:
 
 
 def select(wanted: Sequence[str] | None) -> tuple[Arm, ...]:
-    """The arms named in ``wanted`` in registry order (all when ``None`` or empty)."""
+    """The arms named in ``wanted`` in registry order (the presets' arms when ``None`` or empty)."""
     if not wanted:
-        return ARMS
+        return tuple(a for a in ARMS if a.in_presets)
     unknown = [n for n in wanted if n not in _BY_NAME]
     if unknown:
         raise KeyError(f"unknown arm(s) {unknown}; known: {list(_BY_NAME)}")
