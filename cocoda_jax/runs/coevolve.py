@@ -334,7 +334,7 @@ def _teacher(ctx: _RunContext) -> TeacherAbstractor:
 
 
 #: Round-record keys report.json keeps beside the report schema's (``ROUND_KEYS``).
-_REPORTED_EXTRA_KEYS = ("val_per_category",)
+_REPORTED_EXTRA_KEYS = ("val_per_category", "proposal_val_accuracy")
 _KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses",
                    "val_per_category")
 
@@ -553,14 +553,16 @@ class Refactored:
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """The acceptance decision, the incumbent after it, the evaluation the round record reports
-    (the accepted pair's, or (rejected) the refused proposal's) and the planner state to go on
-    with (``None`` when refused: the incumbent's, restored from the last checkpoint)."""
+    (the accepted pair's, or (rejected) the refused proposal's), the planner state to go on
+    with (``None`` when refused: the incumbent's, restored from the last checkpoint) and the
+    proposed pair's validation accuracy."""
 
     outcome: Outcome
     decision: acceptance.Decision
     incumbent: acceptance.Incumbent
     evaluation: loop.Evaluation
     state: TrainState | None = None
+    pair_accuracy: float | None = None
 
 
 def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, cards: PromptCards,
@@ -666,14 +668,15 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
             ev = alone
     outcome = outcome_of(decision)
     state = {Outcome.ACCEPT: refactored.state, Outcome.ACCEPT_PLANNER: trained.state}.get(outcome)
-    return Verdict(outcome, decision, new_incumbent, ev, state)
+    return Verdict(outcome, decision, new_incumbent, ev, state, proposal.val_reward)
 
 
 def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: LibrarySnapshot,
            library: LibrarySnapshot, mined: Mined, refactored: Refactored, verdict: Verdict,
            accuracies: Sequence[float], rods_metrics: dict[str, Any] | None, wall_s: float) -> RunProgress:
     """The progress after round ``r``: its record (a refused proposal's record carries the kept
-    pair's numbers, and the proposal's accuracy beside them), the decision, the incumbent, the
+    pair's numbers, and the proposal's accuracy beside them; a round that kept only the planner,
+    its planner's numbers and the refused pair's accuracy), the decision, the incumbent, the
     demonstrations (refactored if accepted) and the refused patterns. ``library``: the one kept."""
     accepted = verdict.outcome is Outcome.ACCEPT
     rec = _round_record(ctx, r, verdict.outcome, verdict.decision.reason, library, verdict.evaluation,
@@ -682,6 +685,8 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
     if verdict.outcome is Outcome.REJECT:  # the kept pair's numbers, not the refused proposal's
         rec = {**rec, **{key: before.last_record[key] for key in _KEPT_PAIR_KEYS if key in before.last_record},
                "proposal_val_accuracy": verdict.evaluation.accuracy}
+    elif verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.pair_accuracy is not None:
+        rec = {**rec, "proposal_val_accuracy": verdict.pair_accuracy}
     rec = {**rec, "mining": mined.log}
     return dataclasses.replace(
         before, round=r, global_step=refactored.step, records=(*before.records, rec),

@@ -46,6 +46,7 @@ def test_a_refused_proposal_keeps_the_incumbent_pair_and_its_numbers(tmp_path, m
     assert (lib / "round_001.json").read_bytes() == (lib / "round_000.json").read_bytes()
     progress = RunProgress.from_json(common.latest_checkpoint(tmp_path).payloads["progress"])
     assert progress.round == 1 and progress.last_record["proposal_val_accuracy"] == 0.0
+    assert refused["proposal_val_accuracy"] == 0.0  # report.json shows what the refused proposal scored
     assert progress.incumbent.round == 0 and progress.incumbent.best_reward == 0.5
     assert progress.global_step == tiny_config().sft.steps + 1  # the GRPO step counts, though undone
     round_end = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "round/accepted" in r]
@@ -82,6 +83,7 @@ def test_growth_that_does_not_pay_keeps_the_grpo_planner_without_its_refresh(mon
     assert evaluated == [("refreshed", "new"), ("grpo only", "old")]
     assert verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.state == "grpo only"
     assert verdict.evaluation.accuracy == 0.52 and verdict.incumbent.library == frozenset({"add", "subtract"})
+    assert verdict.pair_accuracy == 0.48  # what the refused growth scored, for the round record
     # without the rule the pair is accepted and the planner alone is never evaluated
     verdict, evaluated = _decide_with_scores(monkeypatch, scores,
                                              AcceptanceConfig(tolerance=0.04, growth_must_pay=False))
