@@ -34,8 +34,9 @@ Why each available arm's overrides do what the name says (read from the code, no
   ``rollout.max_steps=1`` and no cards (``retrieval.mode="none"``): the planner must write the answer's
   digits itself, through the same checker, sandbox, verifier, GRPO and RODS as every other arm.
 * ``growth_tolerant`` (diagnostic, run only when named): ``coevolve.acceptance.growth_must_pay=False``:
-  the main job with the acceptance rule it had before a grown library had to score at least the
-  round's planner alone; it measures what that rule changes.
+  the main job without the rule that a grown library must score at least the round's planner
+  alone; it measures what that rule changes. (Not quite the rule before it: a refused pair now falls
+  back to the planner before the refresh, where it used to fall back to the refreshed planner.)
 * ``large_frozen``: ``model.preset="tiny_x4"`` (``models/config.py``: tiny at twice the width,
   4.0x its non-embedding parameters) with ``coevolve.frozen_library=True``.
 """
@@ -92,7 +93,7 @@ ARMS: tuple[Arm, ...] = (
         {"rods.selection": "uniform"}),
     # diagnostic (not in the presets): the acceptance rule as it was before ``growth_must_pay``
     Arm("growth_tolerant", "cocoda, but a grown library is accepted inside the tolerance even when the round's "
-        "planner alone scores higher (the rule before growth_must_pay)",
+        "planner alone scores higher (growth_must_pay off; a refused pair still falls back to the pre-refresh planner)",
         {"coevolve.acceptance.growth_must_pay": False}, in_presets=False),
 )
 
