@@ -91,7 +91,7 @@ ARMS: tuple[Arm, ...] = (
         {"coevolve.mine_in_rounds": False}),
     Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",
         {"rods.selection": "uniform"}),
-    # diagnostic (not in the presets): the acceptance rule as it was before ``growth_must_pay``
+    # diagnostic (not in the presets): the main job with ``growth_must_pay`` off
     Arm("growth_tolerant", "cocoda, but a grown library is accepted inside the tolerance even when the round's "
         "planner alone scores higher (growth_must_pay off; a refused pair still falls back to the pre-refresh planner)",
         {"coevolve.acceptance.growth_must_pay": False}, in_presets=False),
@@ -125,7 +125,7 @@ def get(name: str) -> Arm:
 def select(wanted: Sequence[str] | None) -> tuple[Arm, ...]:
     """The arms named in ``wanted`` in registry order (the presets' arms when ``None`` or empty)."""
     if not wanted:
-        return tuple(a for a in ARMS if a.in_presets)
+        return tuple(_BY_NAME[n] for n in names())
     unknown = [n for n in wanted if n not in _BY_NAME]
     if unknown:
         raise KeyError(f"unknown arm(s) {unknown}; known: {list(_BY_NAME)}")
