@@ -4,9 +4,11 @@ r"""The study of issue 13: every available arm x seed as one co-evolution run, t
     python -m launch.study --workdir=/tmp/study                       # configs/study.py, preset default
     python -m launch.study --workdir=/tmp/study_smoke --preset=smoke  # minutes on the CPU
     python -m launch.study --workdir=DIR --arms=cocoda,no_gar --seeds=13,42
+    python -m launch.study --workdir=/tmp/study --workers=2 --threads_per_worker=1  # 2 cells at a time
 
 Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
-its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``.
+its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``. With
+``--workers=N`` the cells run N at a time, each in its own spawned process (docs/study.md).
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ _PRESET = flags.DEFINE_enum("preset", None, list(study_config.PRESETS),
                             "The study config's preset (same as --config=FILE:PRESET); unset: the config's own.")
 _ARMS = flags.DEFINE_list("arms", None, "Arms to run (default: the config's arms).")
 _SEEDS = flags.DEFINE_list("seeds", None, "Seeds to run (default: the config's seeds).")
+_WORKERS = flags.DEFINE_integer("workers", 1, "Cells run at a time, each in its own spawned process "
+                                "(1: every cell in this process, in order).", lower_bound=1)
+_THREADS = flags.DEFINE_integer("threads_per_worker", None, "With --workers > 1: OMP/MKL/OpenBLAS threads of each "
+                                "cell's process; 1 also turns off XLA's multi-threaded CPU ops "
+                                "(unset: the environment is left alone).", lower_bound=1)
 
 
 def _config():
@@ -59,7 +66,8 @@ def main(argv) -> None:
     route_logs(workdir)  # the cells' INFO logs go to workdir/logs/run.log; the console keeps the progress lines
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
     study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
-                                log=lambda line: print(line, flush=True))
+                                log=lambda line: print(line, flush=True), workers=_WORKERS.value,
+                                threads_per_worker=_THREADS.value)
     print(json.dumps(study, indent=2))
 
 

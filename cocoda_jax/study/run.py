@@ -11,6 +11,14 @@ Shared prefixes: at a seed, the arms whose overrides differ only in what stage 3
 1-2. When two or more of them still have to start, the prefix runs once (``stop_after_round=0``) in
 ``workdir/_prefix/GROUP/seed_S``; each of those cells starts from a copy of it and resumes into its
 own stage 3 (the job's resume is exact, docs/resume.md). Its seconds are the group's cells' share.
+Each copy holds ``prefix.json`` (where it came from): its checkpoint was saved under the first arm's
+config, so the cell runs with ``allow_config_change`` until it has its report, also when it resumes
+in a later invocation.
+
+Workers: ``run_study(..., workers=N)`` runs the prefixes, then the cells, N at a time, each in its
+own spawned process (a fresh interpreter per cell: JAX is not fork-safe, and a finished cell's
+memory goes back to the system). Every cell is deterministic from its config, so only the wall time
+changes; ``workers=1`` runs everything in this process, in order.
 
 The study config (``configs/study.py``): ``run`` (the run config every cell starts from),
 ``seeds``, ``arms``, ``bootstrap`` (replicates), ``bootstrap_seed``.
@@ -18,11 +26,15 @@ The study config (``configs/study.py``): ``run`` (the run config every cell star
 
 from __future__ import annotations
 
+import concurrent.futures as futures
+import contextlib
 import json
+import multiprocessing
 import os
+import pickle
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,27 +63,50 @@ def _started(cdir: Path) -> bool:
     return (cdir / "report.json").exists() or (cdir / "checkpoints").is_dir()
 
 
-def _share_prefixes(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
-                    runner: Runner, log: Callable[[str], None]) -> dict[str, float]:
-    """Runs each shared prefix once and copies it into the cells that have not started (module
-    docstring); returns the prefix seconds charged to each cell (``ARM/seed_S`` -> s)."""
+def _prefix_groups(workdir: Path, cells: Sequence[tuple[A.Arm, int]]) -> list[tuple[int, list[A.Arm], Path]]:
+    """The shared prefixes to run: ``(seed, member arms, prefix directory)`` for each group of two or
+    more cells that have not started and share stages 1-2 (module docstring), in the cells' order."""
     groups: dict[tuple[Any, int], list[A.Arm]] = {}
     for arm, seed in cells:
         if not _started(cell_dir(workdir, arm.name, seed)):
             groups.setdefault((A.prefix_key(arm), seed), []).append(arm)
+    return [(seed, members, workdir / "_prefix" / members[0].name / f"seed_{seed}")
+            for (_, seed), members in groups.items() if len(members) >= 2]
+
+
+PREFIX_MARK = "prefix.json"
+
+
+def _copy_prefix(workdir: Path, seed: int, members: Sequence[A.Arm], pdir: Path, seconds: float) -> dict[str, float]:
+    """Copies a finished prefix into its cells (each with :data:`PREFIX_MARK`); returns the seconds
+    charged to each cell."""
+    share = seconds / len(members)
     charged: dict[str, float] = {}
-    for (key, seed), members in groups.items():
-        if len(members) < 2:
-            continue
+    for arm in members:
+        cdir = cell_dir(workdir, arm.name, seed)
+        shutil.copytree(pdir, cdir, ignore=shutil.ignore_patterns("logs"))
+        _write_json(cdir / PREFIX_MARK, {"prefix": str(pdir.relative_to(workdir)), "saved_under": members[0].name})
+        charged[f"{arm.name}/seed_{seed}"] = share
+    return charged
+
+
+def _from_prefix(cdir: Path) -> bool:
+    """Whether a cell without its report started from a copy of a shared prefix (then its
+    checkpoint may still be the prefix's, saved under another arm's config)."""
+    return (cdir / PREFIX_MARK).exists() and not (cdir / "report.json").exists()
+
+
+def _share_prefixes(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
+                    runner: Runner, log: Callable[[str], None]) -> dict[str, float]:
+    """Runs each shared prefix once and copies it into the cells that have not started (module
+    docstring); returns the prefix seconds charged to each cell (``ARM/seed_S`` -> s)."""
+    charged: dict[str, float] = {}
+    for seed, members, pdir in _prefix_groups(workdir, cells):
         name = "+".join(a.name for a in members)
-        pdir = workdir / "_prefix" / members[0].name / f"seed_{seed}"
         log(f"seed {seed}: stages 1-2 once for {name} ...")
         t0 = time.perf_counter()
         runner(A.cell_config(study_config.run, members[0], seed), pdir, stop_after_round=0)
-        share = (time.perf_counter() - t0) / len(members)
-        for arm in members:
-            shutil.copytree(pdir, cell_dir(workdir, arm.name, seed), ignore=shutil.ignore_patterns("logs"))
-            charged[f"{arm.name}/seed_{seed}"] = share
+        charged.update(_copy_prefix(workdir, seed, members, pdir, time.perf_counter() - t0))
     return charged
 
 
@@ -103,12 +138,176 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+#: Added to ``XLA_FLAGS`` in the children with ``threads_per_worker=1``: XLA's CPU ops on one thread
+#: (the second token is not an XLA flag and XLA ignores it; it is the usual spelling of the recipe).
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _check_workers(workers: int, threads_per_worker: int | None, runner: Runner | None) -> int:
+    """``workers`` as an int >= 1; a runner that cannot reach a spawned child is refused here,
+    before anything runs."""
+    if isinstance(workers, bool) or int(workers) != workers or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if threads_per_worker is not None and (isinstance(threads_per_worker, bool)
+                                           or int(threads_per_worker) != threads_per_worker or threads_per_worker < 1):
+        raise ValueError(f"threads_per_worker must be None or an integer >= 1, got {threads_per_worker!r}")
+    workers = int(workers)
+    if workers > 1 and runner is not None:
+        try:
+            pickle.dumps(runner)
+        except Exception as e:  # pickle raises PicklingError, AttributeError or TypeError, depending on the object
+            raise TypeError(f"workers={workers} runs each cell in a spawned process, so the runner must be picklable "
+                            f"(a module-level function, or a functools.partial of one); {runner!r} is not: "
+                            f"{type(e).__name__}: {e}") from e
+    return workers
+
+
+@contextlib.contextmanager
+def _worker_env(threads_per_worker: int | None) -> Iterator[None]:
+    """The children's thread settings (``run_study``'s docstring), in this process's environment
+    while the block runs: a spawned child inherits it from its start, before it imports jax."""
+    if threads_per_worker is None:
+        yield
+        return
+    updates = {name: str(int(threads_per_worker)) for name in _THREAD_VARS}
+    if threads_per_worker == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        updates["XLA_FLAGS"] = flags if SINGLE_THREAD_XLA in flags else f"{flags} {SINGLE_THREAD_XLA}".strip()
+    saved = {name: os.environ.get(name) for name in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, kwargs: Mapping[str, Any],
+              study_dir: Path) -> tuple[dict[str, Any], float]:
+    """One prefix or cell in a spawned child: ``(the runner's report, its seconds)``."""
+    from cocoda_jax.runs.logs import route_logs
+    route_logs(study_dir)
+    t0 = time.perf_counter()
+    report = dict(runner(config, workdir, **kwargs))
+    return report, time.perf_counter() - t0
+
+
+def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
+                  runner: Runner, log: Callable[[str], None], workers: int, threads_per_worker: int | None,
+                  times: dict[str, float], reports: dict[tuple[str, int], Mapping[str, Any]]) -> None:
+    """``run_study``'s cells with ``workers`` > 1 (its docstring): fills ``times`` (and
+    cell_times.json) and ``reports``; raises the first failure once nothing runs any more."""
+    n = len(cells)
+    times_path = workdir / "cell_times.json"
+    todo: list[tuple[int, A.Arm, int]] = []
+    for i, (arm, seed) in enumerate(cells, 1):
+        report_path = cell_dir(workdir, arm.name, seed) / "report.json"
+        if report_path.exists():
+            report = reports[(arm.name, seed)] = json.loads(report_path.read_text())
+            log(f"[{i}/{n}] {arm.name}/seed_{seed}: done before (test_acc={report['test_accuracy']:.3f})")
+        else:
+            todo.append((i, arm, seed))
+    groups = _prefix_groups(workdir, cells)
+    group_of = {f"{arm.name}/seed_{seed}": g for g, (seed, members, _) in enumerate(groups) for arm in members}
+    pending_prefixes, pending_cells = list(range(len(groups))), list(todo)
+    copied: set[int] = set()
+    prefix_s: dict[str, float] = {}
+    running: dict[futures.Future, tuple[str, Any]] = {}
+    left, failure = len(todo), None
+
+    def submit(pool: futures.ProcessPoolExecutor) -> bool:
+        if pending_prefixes:
+            g = pending_prefixes.pop(0)
+            seed, members, pdir = groups[g]
+            log(f"seed {seed}: stages 1-2 once for {'+'.join(a.name for a in members)} ...")
+            config = A.cell_config(study_config.run, members[0], seed)
+            running[pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir)] = ("prefix", g)
+            return True
+        for k, (i, arm, seed) in enumerate(pending_cells):
+            key = f"{arm.name}/seed_{seed}"
+            if key in group_of and group_of[key] not in copied:
+                continue  # its prefix is still running
+            del pending_cells[k]
+            cdir = cell_dir(workdir, arm.name, seed)
+            kwargs = {"allow_config_change": True} if _from_prefix(cdir) else {}
+            log(f"[{i}/{n}] {key}: running ...")
+            config = A.cell_config(study_config.run, arm, seed)
+            running[pool.submit(_in_child, runner, config, cdir, kwargs, workdir)] = ("cell", (i, arm, seed))
+            return True
+        return False
+
+    context = multiprocessing.get_context("spawn")
+    with _worker_env(threads_per_worker), \
+            futures.ProcessPoolExecutor(max_workers=workers, mp_context=context, max_tasks_per_child=1) as pool:
+        while True:
+            while failure is None and len(running) < workers and submit(pool):
+                pass
+            if not running:
+                break
+            done, _ = futures.wait(running, return_when=futures.FIRST_COMPLETED)
+            order = list(running)  # submission order
+            for fut in sorted(done, key=order.index):
+                kind, what = running.pop(fut)
+                try:
+                    report, seconds = fut.result()
+                except BaseException as e:  # the others still finish; the first failure is raised at the end
+                    name = (f"seed {groups[what][0]}: stages 1-2 for {'+'.join(a.name for a in groups[what][1])}"
+                            if kind == "prefix" else f"[{what[0]}/{n}] {what[1].name}/seed_{what[2]}")
+                    log(f"{name}: failed ({type(e).__name__}: {e}); "
+                        + ("waiting for the running cells" if running else "stopping"))
+                    if failure is None:
+                        failure = e
+                    continue
+                if kind == "prefix":
+                    seed, members, pdir = groups[what]
+                    prefix_s.update(_copy_prefix(workdir, seed, members, pdir, seconds))
+                    copied.add(what)
+                    log(f"seed {seed}: stages 1-2 for {'+'.join(a.name for a in members)} done in {_fmt_s(seconds)}")
+                    continue
+                i, arm, seed = what
+                key = f"{arm.name}/seed_{seed}"
+                reports[(arm.name, seed)] = report
+                times[key] = seconds + prefix_s.get(key, 0.0)
+                _write_json(times_path, times)
+                left -= 1
+                mean = sum(times.values()) / len(times)
+                log(f"[{i}/{n}] {key}: test_acc={report['test_accuracy']:.3f} in {_fmt_s(times[key])}; {left} cell(s) "
+                    f"left, ETA {_fmt_s(left * mean / workers)} (mean {_fmt_s(mean)} a cell, {workers} workers)")
+    if failure is not None:
+        raise failure
+    if pending_cells:  # only a failed prefix leaves cells behind, and that failure is raised above
+        raise RuntimeError(f"cells not run: {[f'{a.name}/seed_{s}' for _, a, s in pending_cells]}")
+
+
 def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, arms: Sequence[str] | None = None,
               seeds: Sequence[int] | None = None, runner: Runner | None = None, depth_fn: DepthFn | None = None,
-              log: Callable[[str], None] = print) -> dict[str, Any]:
+              log: Callable[[str], None] = print, workers: int = 1,
+              threads_per_worker: int | None = None) -> dict[str, Any]:
     """Runs (or reads back) every cell, writes ``study.json``, ``study.md`` and ``plots/`` under
     ``workdir`` and returns study.json's dict. ``arms``/``seeds`` default to the config's;
-    ``runner``/``depth_fn`` default to coevolve.run / :func:`task_depths` (tests pass fakes)."""
+    ``runner``/``depth_fn`` default to coevolve.run / :func:`task_depths` (tests pass fakes).
+
+    ``workers``: how many cells run at a time. 1 (the default): every prefix and cell in this
+    process, in order. N > 1: the shared prefixes first, then the cells (a cell as soon as its
+    prefix, if any, is copied), up to N at a time, each in its own *spawned* process (one process
+    per cell); ``runner`` must then be picklable, i.e. a module-level function (the default is),
+    else a TypeError before anything runs. The reports come back to this process, which alone
+    writes ``cell_times.json`` (a cell's seconds: its own run in its process plus its prefix
+    share) and logs. A cell that raises: no cell is started after it, the running ones finish (their
+    reports are kept, so a rerun resumes), then its exception is raised here. The children send
+    their log records to ``workdir/logs/run.log`` (as ``launch/study.py`` does for this process).
+
+    ``threads_per_worker`` (only with N > 1; None: the environment is left alone): each child
+    starts with ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` set to it and,
+    when it is 1, ``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` added to
+    ``XLA_FLAGS`` (XLA's CPU backend has no flag for a thread count above 1, so N > 1 leaves XLA at
+    its default). These are set in this process's environment while the children are started (a
+    child may import jax before any code of ours runs in it) and restored after."""
+    workers = _check_workers(workers, threads_per_worker, runner)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     runner = runner or _coevolve_runner
@@ -125,29 +324,35 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
 
     times_path = workdir / "cell_times.json"
     times: dict[str, float] = _read_json(times_path, {})
-    prefix_s = _share_prefixes(study_config, workdir, cells, runner, log)
     reports: dict[tuple[str, int], Mapping[str, Any]] = {}
-    for i, (arm, seed) in enumerate(cells, 1):
-        key = f"{arm.name}/seed_{seed}"
-        cdir = cell_dir(workdir, arm.name, seed)
-        report_path = cdir / "report.json"
-        if report_path.exists():
-            reports[(arm.name, seed)] = json.loads(report_path.read_text())
-            log(f"[{i}/{len(cells)}] {key}: done before (test_acc={reports[(arm.name, seed)]['test_accuracy']:.3f})")
-            continue
-        config = A.cell_config(study_config.run, arm, seed)
-        log(f"[{i}/{len(cells)}] {key}: running ...")
-        t0 = time.perf_counter()
-        if key in prefix_s:  # starts from the shared prefix's copy, saved under the first arm's config
-            reports[(arm.name, seed)] = dict(runner(config, cdir, allow_config_change=True))
-        else:
-            reports[(arm.name, seed)] = dict(runner(config, cdir))
-        times[key] = time.perf_counter() - t0 + prefix_s.get(key, 0.0)
-        _write_json(times_path, times)
-        left = sum(1 for a, s in cells[i:] if not (cell_dir(workdir, a.name, s) / "report.json").exists())
-        mean = sum(times.values()) / len(times)
-        log(f"[{i}/{len(cells)}] {key}: test_acc={reports[(arm.name, seed)]['test_accuracy']:.3f} in "
-            f"{_fmt_s(times[key])}; {left} cell(s) left, ETA {_fmt_s(left * mean)} (mean {_fmt_s(mean)} a cell)")
+    if workers > 1:
+        _run_parallel(study_config, workdir, cells, runner, log, workers, threads_per_worker, times, reports)
+    else:
+        if threads_per_worker is not None:
+            log("threads_per_worker applies with workers > 1 only (one worker runs the cells in this process)")
+        prefix_s = _share_prefixes(study_config, workdir, cells, runner, log)
+        for i, (arm, seed) in enumerate(cells, 1):
+            key = f"{arm.name}/seed_{seed}"
+            cdir = cell_dir(workdir, arm.name, seed)
+            report_path = cdir / "report.json"
+            if report_path.exists():
+                report = reports[(arm.name, seed)] = json.loads(report_path.read_text())
+                log(f"[{i}/{len(cells)}] {key}: done before (test_acc={report['test_accuracy']:.3f})")
+                continue
+            config = A.cell_config(study_config.run, arm, seed)
+            log(f"[{i}/{len(cells)}] {key}: running ...")
+            t0 = time.perf_counter()
+            # a copy of the shared prefix (now or in an earlier invocation), saved under the first arm's config
+            if key in prefix_s or _from_prefix(cdir):
+                reports[(arm.name, seed)] = dict(runner(config, cdir, allow_config_change=True))
+            else:
+                reports[(arm.name, seed)] = dict(runner(config, cdir))
+            times[key] = time.perf_counter() - t0 + prefix_s.get(key, 0.0)
+            _write_json(times_path, times)
+            left = sum(1 for a, s in cells[i:] if not (cell_dir(workdir, a.name, s) / "report.json").exists())
+            mean = sum(times.values()) / len(times)
+            log(f"[{i}/{len(cells)}] {key}: test_acc={reports[(arm.name, seed)]['test_accuracy']:.3f} in "
+                f"{_fmt_s(times[key])}; {left} cell(s) left, ETA {_fmt_s(left * mean)} (mean {_fmt_s(mean)} a cell)")
 
     depths: dict[int, Mapping[str, int]] = {}
     for seed in seeds:

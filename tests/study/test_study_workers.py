@@ -1,0 +1,163 @@
+"""cocoda_jax.study.run with workers > 1: the cells in spawned processes give the same study as one
+worker, prefixes still run once, a failing cell raises after the running ones finish, bad
+arguments are refused (fake runner: no training, no jax).
+
+The fake runner is a module-level function of this module so that a spawned child can unpickle it
+(the child imports this module by name: pytest put its directory on ``sys.path``, which the child
+inherits). It talks to the test through environment variables, which the children inherit too.
+"""
+
+import json
+import os
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cocoda_jax.study import run as R
+from configs import study as study_config
+
+CALLS, FAIL, SLEEP = "STUDY_FAKE_CALLS", "STUDY_FAKE_FAIL", "STUDY_FAKE_SLEEP"
+
+
+def fake_runner(config, workdir, **kw):
+    """A cell (or, with ``stop_after_round=0``, a prefix) in ``workdir = .../ARM/seed_S``: outcomes
+    drawn from (arm, seed) alone. ``$STUDY_FAKE_CALLS``: a file each call appends a JSON line to;
+    ``$STUDY_FAKE_FAIL``: ``ARM/seed_S,...`` that raise; ``$STUDY_FAKE_SLEEP``: ``ARM/seed_S=s,...``."""
+    workdir = Path(workdir)
+    key = f"{workdir.parent.name}/{workdir.name}"
+    if os.environ.get(CALLS):
+        line = {"key": key, "workdir": str(workdir), "kw": kw, "pid": os.getpid(),
+                "xla_flags": os.environ.get("XLA_FLAGS", ""), "omp": os.environ.get("OMP_NUM_THREADS")}
+        with open(os.environ[CALLS], "a") as f:
+            f.write(json.dumps(line) + "\n")
+    if key in os.environ.get(FAIL, "").split(","):
+        raise RuntimeError(f"fake failure in {key}")
+    if kw.get("stop_after_round") == 0:
+        (workdir / "checkpoints").mkdir(parents=True)
+        (workdir / "checkpoints" / "stage2").write_text(str(config.seed))
+        (workdir / "logs").mkdir()
+        return {"stopped_after_round": 0}
+    if (workdir / "checkpoints" / "stage2").exists() != bool(kw.get("allow_config_change")):
+        raise AssertionError(f"{key}: a prefix's copy must run with allow_config_change, and only it ({kw})")
+    sleeps = dict(item.split("=") for item in os.environ.get(SLEEP, "").split(",") if item)
+    time.sleep(float(sleeps.get(key, 0.0)))
+    rng = np.random.default_rng([zlib.crc32(workdir.parent.name.encode()), int(config.seed)])
+    outcomes = {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5) for i in range(config.domain.n_test)}
+    report = {"test_accuracy": float(np.mean(list(outcomes.values()))), "test_outcomes": outcomes,
+              "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(2)]}
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "report.json").write_text(json.dumps(report))
+    return report
+
+
+def fake_depths(config):
+    return {f"math-{config.domain.seed}-{i}": 1 + i % 2 for i in range(config.domain.n_test)}
+
+
+def _calls(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _config():
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 50
+    return cfg
+
+
+def _study(cfg, workdir, arms, seeds, lines, **kw):
+    return R.run_study(cfg, workdir, arms=arms, seeds=seeds, runner=fake_runner, depth_fn=fake_depths,
+                       log=lines.append, **kw)
+
+
+def test_two_workers_give_one_workers_study_and_share_prefixes(tmp_path, monkeypatch):
+    cfg, arms, seeds = _config(), ["cocoda", "no_ctd", "frozen_library"], [13, 42]
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls_1.jsonl"))
+    one = _study(cfg, tmp_path / "one", arms, seeds, [])
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls_2.jsonl"))
+    xla_before = os.environ.get("XLA_FLAGS")
+    lines = []
+    two = _study(cfg, tmp_path / "two", arms, seeds, lines, workers=2, threads_per_worker=1)
+    assert os.environ.get("XLA_FLAGS") == xla_before and "OMP_NUM_THREADS" not in os.environ  # restored
+
+    assert {k: v for k, v in two.items() if k != "wall_s"} == {k: v for k, v in one.items() if k != "wall_s"}
+    assert json.loads((tmp_path / "two" / "study.json").read_text()) == two
+    calls = _calls(tmp_path / "calls_2.jsonl")
+    prefixes = [c for c in calls if c["kw"].get("stop_after_round") == 0]
+    assert sorted(c["key"] for c in prefixes) == ["cocoda/seed_13", "cocoda/seed_42"]
+    assert all("/_prefix/" in c["workdir"] for c in prefixes)
+    cells = [c for c in calls if c not in prefixes]
+    assert sorted(c["key"] for c in cells) == sorted(f"{a}/seed_{s}" for a in arms for s in seeds)
+    assert {c["key"] for c in cells if c["kw"].get("allow_config_change")} == {
+        f"{a}/seed_{s}" for a in ("cocoda", "no_ctd") for s in seeds}
+    assert len({c["pid"] for c in calls}) == len(calls) and os.getpid() not in {c["pid"] for c in calls}
+    assert all(R.SINGLE_THREAD_XLA in c["xla_flags"] and c["omp"] == "1" for c in calls)
+    assert all("--xla_force_host_platform_device_count=8" in c["xla_flags"] for c in calls)  # conftest's kept
+    times = json.loads((tmp_path / "two" / "cell_times.json").read_text())
+    assert set(times) == {f"{a}/seed_{s}" for a in arms for s in seeds}
+    for a in ("cocoda", "no_ctd"):
+        cdir = R.cell_dir(tmp_path / "two", a, 13)
+        assert (cdir / R.PREFIX_MARK).exists() and not (cdir / "logs").exists()
+    assert sum("running ..." in line for line in lines) == 6
+    assert sum("ETA" in line and "2 workers" in line for line in lines) == 6
+    assert sum("stages 1-2 once" in line for line in lines) == 2
+
+    again_lines = []  # resumed: nothing runs again
+    again = _study(cfg, tmp_path / "two", arms, seeds, again_lines, workers=2)
+    assert len(_calls(tmp_path / "calls_2.jsonl")) == len(calls)
+    assert again["arms"] == two["arms"] and sum("done before" in line for line in again_lines) == 6
+
+
+def test_a_failing_cell_raises_after_the_running_cells_finish(tmp_path, monkeypatch):
+    cfg, arms = _config(), ["cocoda", "frozen_library"]
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv(FAIL, "cocoda/seed_13")
+    monkeypatch.setenv(SLEEP, "frozen_library/seed_13=1.5")
+    lines = []
+    with pytest.raises(RuntimeError, match="fake failure in cocoda/seed_13"):
+        _study(cfg, tmp_path, arms, [13], lines, workers=2)
+    assert any("failed (RuntimeError" in line for line in lines)
+    assert not (R.cell_dir(tmp_path, "cocoda", 13) / "report.json").exists()
+    assert (R.cell_dir(tmp_path, "frozen_library", 13) / "report.json").exists()  # finished, kept
+    assert set(json.loads((tmp_path / "cell_times.json").read_text())) == {"frozen_library/seed_13"}
+
+    monkeypatch.delenv(FAIL)  # the rerun resumes: only the failed cell runs
+    n = len(_calls(tmp_path / "calls.jsonl"))
+    study = _study(cfg, tmp_path, arms, [13], [], workers=2)
+    assert [c["key"] for c in _calls(tmp_path / "calls.jsonl")[n:]] == ["cocoda/seed_13"]
+    assert study["arms"]["frozen_library"]["available"] is True
+
+
+def test_a_prefix_copy_resumes_with_allow_config_change(tmp_path, monkeypatch):
+    """A cell copied from a shared prefix that failed (or was interrupted) before its report still
+    holds the prefix's checkpoint, saved under another arm's config: a later invocation resumes it
+    with allow_config_change (one worker; the fake asserts the flag)."""
+    cfg, arms = _config(), ["cocoda", "no_ctd"]
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv(FAIL, "no_ctd/seed_13")
+    with pytest.raises(RuntimeError, match="fake failure in no_ctd/seed_13"):
+        _study(cfg, tmp_path, arms, [13], [])
+    monkeypatch.delenv(FAIL)
+    n = len(_calls(tmp_path / "calls.jsonl"))
+    _study(cfg, tmp_path, arms, [13], [])
+    rerun = _calls(tmp_path / "calls.jsonl")[n:]
+    assert [(c["key"], c["kw"]) for c in rerun] == [("no_ctd/seed_13", {"allow_config_change": True})]
+
+
+def test_bad_workers_and_unpicklable_runners_are_refused(tmp_path):
+    cfg = _config()
+    for workers in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers"):
+            R.run_study(cfg, tmp_path, runner=fake_runner, depth_fn=fake_depths, workers=workers)
+    with pytest.raises(ValueError, match="threads_per_worker"):
+        R.run_study(cfg, tmp_path, runner=fake_runner, depth_fn=fake_depths, workers=2, threads_per_worker=0)
+
+    def local(config, workdir, **kw):
+        return fake_runner(config, workdir, **kw)
+
+    for runner in (lambda config, workdir, **kw: fake_runner(config, workdir, **kw), local):
+        with pytest.raises(TypeError, match="picklable"):
+            R.run_study(cfg, tmp_path, runner=runner, depth_fn=fake_depths, workers=2)
+    assert not any(tmp_path.iterdir())  # refused before anything ran
