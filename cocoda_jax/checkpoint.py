@@ -418,15 +418,48 @@ def _describe(x) -> str:
     return f"{x['dtype']}{list(x['shape'])}"
 
 
+_LAYERS = "['layers']"
+
+
+def _per_layer_leaves(missing: set[str], saved: Mapping[str, Any], target_by_path: Mapping[str, Any]
+                      ) -> dict[str, list[str]]:
+    """Checkpoints written before the decoder's layers were stored stacked hold one leaf per layer
+    (``...['layers'][i]['attn']...``) where the model now has one (``...['layers']['attn']...``, a
+    leading layer axis). For each missing target leaf under ``['layers']`` whose per-layer leaves are
+    all saved with one layer's shape and the target's dtype, their paths in layer order; those leaves
+    are read and stacked (the same values: the layers were stacked in their order)."""
+    out: dict[str, list[str]] = {}
+    for path in missing:
+        if _LAYERS not in path:
+            continue
+        x = target_by_path[path]
+        if _is_scalar(x) or not hasattr(x, "shape") or _is_key(x) or len(x.shape) < 1:
+            continue
+        parts = [path.replace(_LAYERS, f"{_LAYERS}[{i}]", 1) for i in range(x.shape[0])]
+        if all(p in saved and "scalar" not in saved[p] and saved[p]["key_impl"] is None
+               and saved[p]["shape"] == list(x.shape[1:]) and saved[p]["dtype"] == str(x.dtype) for p in parts):
+            out[path] = parts
+    return out
+
+
 def _restore_state(manager, meta, target, mesh, verify, partial, directory, step):
     saved = {leaf["path"]: leaf for leaf in meta["leaves"]}
     flat_target, treedef = jax.tree_util.tree_flatten_with_path(target)
     paths = [jax.tree_util.keystr(p) for p, _ in flat_target]
     missing, unexpected = set(paths) - set(saved), set(saved) - set(paths)
+    stacked = _per_layer_leaves(missing, saved, dict(zip(paths, (x for _, x in flat_target))))
+    missing -= set(stacked)
+    unexpected -= {p for parts in stacked.values() for p in parts}
     if missing or (unexpected and not partial):
         raise StructureMismatchError(missing, unexpected, directory, step)
     mismatches, wanted = {}, {}
     for path, (_, x) in zip(paths, flat_target):
+        if path in stacked:  # one layer at a time, onto the host's default device; stacked below
+            for part in stacked[path]:
+                leaf = saved[part]
+                wanted[leaf["name"]] = jax.ShapeDtypeStruct(tuple(leaf["shape"]), jnp.dtype(leaf["dtype"]),
+                                                            sharding=SingleDeviceSharding(jax.devices()[0]))
+            continue
         leaf = saved[path]
         if "scalar" in leaf:
             if not _is_scalar(x):
@@ -465,7 +498,11 @@ def _restore_state(manager, meta, target, mesh, verify, partial, directory, step
             raise CorruptCheckpointError(f"contents of {len(bad)} leaf/leaves fail their fingerprint: {_few(bad)}",
                                          directory, step)
     leaves = []
-    for path in paths:
+    for path, (_, x) in zip(paths, flat_target):
+        if path in stacked:
+            whole = jnp.stack([arrays[saved[part]["name"]] for part in stacked[path]])
+            leaves.append(jax.device_put(whole, _sharding_of(x, mesh)))
+            continue
         leaf = saved[path]
         if "scalar" in leaf:
             leaves.append(leaf["scalar"])

@@ -24,7 +24,7 @@ def get_config() -> ml_collections.ConfigDict:
     # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).
     # remat: rematerialise each layer in the train steps (less memory, one more forward; the real-scale configs set it)
     # logits_chunk: the head's logits that many positions at a time in the train steps (0: all at once);
-    # scan_layers: the layers as one lax.scan in the train steps (compile time flat in depth)
+    # scan_layers: the layers as one lax.scan in the train steps and the sampler (one compiled layer body at any depth)
     c.model = ml_collections.ConfigDict(dict(preset="tiny", vocab_size=1024, hf_checkpoint="", remat=False,
                                              logits_chunk=0, scan_layers=False))
 

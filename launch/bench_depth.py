@@ -1,6 +1,8 @@
 """Benchmark: compile time and step time of the train step against the decoder's depth, with the
 layers unrolled (one copy of the layer in the program per layer) and as one ``lax.scan``
-(``model.scan_layers``: one compiled layer body, the weights stacked at call time).
+(``model.scan_layers``: one compiled layer body). The layers' weights are stored stacked either way
+(one array per parameter kind with a leading layer axis), so the optimizer's update is one op per
+kind at any depth; the unrolled forward reads each layer's slice.
 
     python -m launch.bench_depth [--depth_layers=2,8,28,36 --depth_rows=8 --depth_length=128]
                                  [--depth_remat] [--json_out=PATH]

@@ -310,3 +310,35 @@ def test_any_pytree_state_and_colliding_names(tmp_path):
     meta = json.loads((tmp_path / "5" / "meta" / "metadata").read_text())
     names = [leaf["name"] for leaf in meta["leaves"]]
     assert len(set(names)) == len(names) and "params.a.b" in names and "params.a.b_1" in names
+
+
+def _per_layer(tree, n_layers):
+    """``tree`` as checkpoints before the stacked layers held it: under every ``layers`` key, a list of
+    one subtree per layer (each the layer's slice) instead of one stacked subtree."""
+    if isinstance(tree, dict):
+        return {k: ([jax.tree.map(lambda a, i=i: a[i], v) for i in range(n_layers)] if k == "layers"
+                    else _per_layer(v, n_layers)) for k, v in tree.items()}
+    return tree
+
+
+def test_a_checkpoint_with_one_leaf_per_layer_restores_into_the_stacked_layers(tmp_path):
+    """Runs saved before the decoder's layers were stored stacked (``['layers'][i][...]``) restore
+    into today's model (``['layers'][...]``, leading layer axis), exactly and verified, params and
+    Adam moments alike; a per-layer leaf of the wrong shape is still a typed error."""
+    cfg = dataclasses.replace(CFG, n_layers=3)
+    params = nnx.to_pure_dict(nnx.state(create_model(cfg, seed=2)))
+    opt = {"mu": jax.tree.map(lambda a: a + 1.0, params), "count": jnp.int32(4)}
+    state = {"params": params, "opt": opt, "step": 4}
+    old = {"params": _per_layer(params, 3), "opt": {"mu": _per_layer(opt["mu"], 3), "count": opt["count"]},
+           "step": 4}
+    ck.save(tmp_path, 4, old, {}, CONFIG)
+    restored = ck.restore(tmp_path, ck.abstract_state(state), decoders={}).state
+    chex.assert_trees_all_equal(restored, state)
+    assert restored["params"]["layers"]["attn"]["q_proj"].shape == (3, cfg.d_model, cfg.n_heads, cfg.head_dim)
+    only = ck.restore(tmp_path, {"params": ck.abstract_state(params)}, decoders={}, partial=True).state
+    chex.assert_trees_all_equal(only["params"], params)
+
+    deeper = nnx.to_pure_dict(nnx.state(abstract_model(dataclasses.replace(cfg, n_layers=4))))
+    with pytest.raises(ck.StructureMismatchError) as err:  # 4 stacked layers from a 3-layer run
+        ck.restore(tmp_path, dict(ck.abstract_state(state), params=ck.abstract_state(deeper)), decoders={})
+    assert "['params']['layers']['attn']['q_proj']" in err.value.missing

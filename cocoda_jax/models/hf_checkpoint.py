@@ -138,13 +138,15 @@ def write_safetensors(path, tensors: dict[str, np.ndarray], metadata: dict[str, 
 # ------------------------------------------------------------------ name mapping
 @dataclasses.dataclass(frozen=True)
 class ParamSpec:
-    """One HF tensor <-> one model parameter (`path` in the NNX pure dict)."""
+    """One HF tensor <-> one model parameter (`path` in the NNX pure dict), or, with `layer`, that
+    layer's slice of a stacked decoder parameter (leading layer axis)."""
 
     hf_key: str
     path: tuple
     hf_shape: tuple
     to_model: Callable[[np.ndarray], np.ndarray]   # HF layout -> model layout (lazy view)
     to_hf: Callable[[np.ndarray], np.ndarray]      # model layout -> HF layout
+    layer: int | None = None
 
 
 def _ident(x):
@@ -169,27 +171,36 @@ def param_specs(cfg: ModelConfig) -> list[ParamSpec]:
         specs.append(ParamSpec("lm_head.weight", ("lm_head",), (v, d), _t, _t))
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
-        L = ("layers", i)
-        specs += [
-            ParamSpec(p + "input_layernorm.weight", L + ("input_norm", "scale"), (d,), _ident, _ident),
-            ParamSpec(p + "post_attention_layernorm.weight", L + ("post_attn_norm", "scale"), (d,),
-                      _ident, _ident),
-            ParamSpec(p + "self_attn.q_proj.weight", L + ("attn", "q_proj"), *in_proj(h)),
-            ParamSpec(p + "self_attn.k_proj.weight", L + ("attn", "k_proj"), *in_proj(k)),
-            ParamSpec(p + "self_attn.v_proj.weight", L + ("attn", "v_proj"), *in_proj(k)),
-            ParamSpec(p + "self_attn.o_proj.weight", L + ("attn", "o_proj"), *o_proj),
-            ParamSpec(p + "mlp.gate_proj.weight", L + ("mlp", "gate_proj"), (f, d), _t, _t),
-            ParamSpec(p + "mlp.up_proj.weight", L + ("mlp", "up_proj"), (f, d), _t, _t),
-            ParamSpec(p + "mlp.down_proj.weight", L + ("mlp", "down_proj"), (d, f), _t, _t),
+        L = ("layers",)  # the decoder's stacked layers: layer i is index i of the leading axis
+        layer = []
+        layer += [
+            (p + "input_layernorm.weight", L + ("input_norm", "scale"), (d,), _ident, _ident),
+            (p + "post_attention_layernorm.weight", L + ("post_attn_norm", "scale"), (d,), _ident, _ident),
+            (p + "self_attn.q_proj.weight", L + ("attn", "q_proj"), *in_proj(h)),
+            (p + "self_attn.k_proj.weight", L + ("attn", "k_proj"), *in_proj(k)),
+            (p + "self_attn.v_proj.weight", L + ("attn", "v_proj"), *in_proj(k)),
+            (p + "self_attn.o_proj.weight", L + ("attn", "o_proj"), *o_proj),
+            (p + "mlp.gate_proj.weight", L + ("mlp", "gate_proj"), (f, d), _t, _t),
+            (p + "mlp.up_proj.weight", L + ("mlp", "up_proj"), (f, d), _t, _t),
+            (p + "mlp.down_proj.weight", L + ("mlp", "down_proj"), (d, f), _t, _t),
         ]
         if cfg.qk_norm:
-            specs += [
-                ParamSpec(p + "self_attn.q_norm.weight", L + ("attn", "q_norm", "scale"), (e,),
-                          _ident, _ident),
-                ParamSpec(p + "self_attn.k_norm.weight", L + ("attn", "k_norm", "scale"), (e,),
-                          _ident, _ident),
+            layer += [
+                (p + "self_attn.q_norm.weight", L + ("attn", "q_norm", "scale"), (e,), _ident, _ident),
+                (p + "self_attn.k_norm.weight", L + ("attn", "k_norm", "scale"), (e,), _ident, _ident),
             ]
+        specs += [ParamSpec(*fields, layer=i) for fields in layer]
     return specs
+
+
+def _by_param(specs: list[ParamSpec]) -> dict[tuple, list[ParamSpec]]:
+    """The specs grouped by model parameter, a stacked parameter's layers in order."""
+    out: dict[tuple, list[ParamSpec]] = {}
+    for s in specs:
+        out.setdefault(s.path, []).append(s)
+    for members in out.values():
+        members.sort(key=lambda s: -1 if s.layer is None else s.layer)
+    return out
 
 
 def _get(tree, path):
@@ -288,18 +299,21 @@ def load_hf_checkpoint(path, *, mesh=None, dtype: str | None = None,
 
     device = jax.devices()[0]
     pure = jax.tree.map(lambda x: x, abs_pure)
-    for s in specs:
-        target = _get(abs_pure, s.path)
+    for param, members in _by_param(specs).items():
+        target = _get(abs_pure, param)
         np_dtype = np.dtype(jnp.dtype(target.dtype))
-        view = s.to_model(tensors[s.hf_key].get(s.hf_key))
+        views = [s.to_model(tensors[s.hf_key].get(s.hf_key)) for s in members]
         if mesh is not None:
-            sharding = named_sharding(mesh, _get(axes, s.path), target.shape)
+            sharding = named_sharding(mesh, _get(axes, param), target.shape)
         else:
             sharding = jax.sharding.SingleDeviceSharding(device)
-        arr = jax.make_array_from_callback(
-            target.shape, sharding,
-            lambda idx, view=view, dt=np_dtype: np.ascontiguousarray(view[idx]).astype(dt))
-        _set(pure, s.path, arr)
+        if members[0].layer is None:
+            def read(idx, view=views[0], dt=np_dtype):
+                return np.ascontiguousarray(view[idx]).astype(dt)
+        else:  # a stacked parameter: this shard's layers, each read from its own HF tensor
+            def read(idx, views=views, dt=np_dtype):
+                return np.stack([np.asarray(views[i][idx[1:]]) for i in range(len(views))[idx[0]]]).astype(dt)
+        _set(pure, param, jax.make_array_from_callback(target.shape, sharding, read))
     nnx.replace_by_pure_dict(abs_state, pure)
     return nnx.merge(graphdef, abs_state)
 
@@ -308,7 +322,7 @@ def load_hf_checkpoint(path, *, mesh=None, dtype: str | None = None,
 def save_hf_checkpoint(model: Transformer, path, *, dtype: str | None = None,
                        max_shard_bytes: int | None = None) -> Path:
     """Writes `model` as an HF directory (config.json + safetensors, sharded with an index
-    when the tensors exceed `max_shard_bytes`). Tensors are gathered one at a time."""
+    when the tensors exceed `max_shard_bytes`). Tensors are gathered one at a time (a stacked layer parameter's slice)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     cfg: ModelConfig = model.cfg
@@ -320,8 +334,9 @@ def save_hf_checkpoint(model: Transformer, path, *, dtype: str | None = None,
     pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     shards: list[dict[str, np.ndarray]] = [{}]
     size = 0
-    for s in param_specs(cfg):
-        arr = np.asarray(jax.device_get(_get(pure, s.path))).astype(np_dtype)
+    for s in param_specs(cfg):  # HF's order (layer by layer), a stacked parameter sliced on the host
+        whole = _get(pure, s.path)
+        arr = np.asarray(jax.device_get(whole if s.layer is None else whole[s.layer])).astype(np_dtype)
         hf_arr = np.ascontiguousarray(s.to_hf(arr))
         if max_shard_bytes is not None and shards[-1] and size + hf_arr.nbytes > max_shard_bytes:
             shards.append({})

@@ -119,12 +119,12 @@ def _sample_truncated(key, logits, temperature, top_k, top_p):
     return jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
 
 
-def _append_fn(graphdef, params, cache, last_logits, pos, tokens, mask):
+def _append_fn(graphdef, params, cache, last_logits, pos, tokens, mask, *, scan=False):
     """Feeds tokens [b, t] (mask [b, t]) at the cache end; rows with no token keep state."""
     model = nnx.merge(graphdef, params)
     positions = pos[:, None] + jnp.cumsum(mask, axis=1) - 1
     positions = jnp.maximum(positions, 0)
-    logits, cache = model.decode(tokens, positions, mask, cache)
+    logits, cache = model.decode(tokens, positions, mask, cache, scan=scan)
     count = mask.sum(axis=1)
     t = tokens.shape[1]
     last_idx = t - 1 - jnp.argmax(mask[:, ::-1], axis=1)
@@ -134,7 +134,7 @@ def _append_fn(graphdef, params, cache, last_logits, pos, tokens, mask):
 
 
 def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperature, top_k, top_p,
-                 greedy, stop_ids, *, max_new, pad_id):
+                 greedy, stop_ids, *, max_new, pad_id, scan=False):
     model = nnx.merge(graphdef, params)
     b = pos.shape[0]
     size = cache.size
@@ -152,7 +152,7 @@ def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperatu
         tok = jnp.where(live, tok, pad_id)
         toks = toks.at[:, i].set(tok)
         lps = lps.at[:, i].set(jnp.where(live, lp, 0.0))
-        logits, cache = model.decode(tok[:, None], pos[:, None], live[:, None], cache)
+        logits, cache = model.decode(tok[:, None], pos[:, None], live[:, None], cache, scan=scan)
         last_logits = jnp.where(live[:, None], logits[:, 0], last_logits)
         pos = pos + live
         done = done | (live & jnp.any(tok[:, None] == stop_ids[None, :], axis=1))
@@ -184,8 +184,8 @@ def new_decode_state(cfg, batch: int, size: int):
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty:
         return make()
-    kv_shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)
-    kv = (logical_to_spec(("cache_batch", "cache_kv_heads", "cache_seq", None), kv_shape, mesh),) * cfg.n_layers
+    kv_shape = (cfg.n_layers, batch, cfg.n_kv_heads, size, cfg.head_dim)
+    kv = logical_to_spec(("layers", "cache_batch", "cache_kv_heads", "cache_seq", None), kv_shape, mesh)
     cache = KVCache(k=kv, v=kv, valid=logical_to_spec(("cache_batch", "cache_seq"), (batch, size), mesh),
                     end=jax.sharding.PartitionSpec())
     out = (cache, logical_to_spec(("act_batch", "act_vocab"), (batch, cfg.vocab_size), mesh),
@@ -194,8 +194,8 @@ def new_decode_state(cfg, batch: int, size: int):
 
 
 # Module-level jits: every Sampler shares their compilation caches.
-_APPEND = jax.jit(_append_fn, static_argnums=0, donate_argnums=(2,))
-_GENERATE = jax.jit(_generate_fn, static_argnums=0, static_argnames=("max_new", "pad_id"),
+_APPEND = jax.jit(_append_fn, static_argnums=0, static_argnames=("scan",), donate_argnums=(2,))
+_GENERATE = jax.jit(_generate_fn, static_argnums=0, static_argnames=("max_new", "pad_id", "scan"),
                     donate_argnums=(2,))
 _ROLLBACK = jax.jit(_rollback_fn, donate_argnums=(0,))
 
@@ -205,10 +205,15 @@ class Sampler:
 
     On a mesh: create the model sharded (`create_model(..., mesh=)` or
     `load_hf_checkpoint(..., mesh=)`) and call the sampler inside `jax.set_mesh(mesh)`;
-    the cache is then created sharded and the batch is split over data and fsdp."""
+    the cache is then created sharded and the batch is split over data and fsdp.
+
+    ``scan_layers``: the decoder layers run as one ``lax.scan`` in prefill and decode (compile time
+    flat in depth; the run config's ``model.scan_layers``); unrolled otherwise (faster per token for
+    the few layers of the CPU planners)."""
 
     def __init__(self, model: Transformer, *, cache_size: int, pad_id: int = 0, min_bucket: int = 8,
-                 tokenizer=None):
+                 tokenizer=None, scan_layers: bool = False):
+        self.scan_layers = bool(scan_layers)
         self.cfg = model.cfg
         self.cache_size = int(cache_size)
         self.pad_id = int(pad_id)
@@ -237,7 +242,7 @@ class Sampler:
                 mask[i, sl] = True
         self.prefill_tokens += t * b
         return self._append(self.graphdef, self.params, cache, last_logits, pos,
-                            jnp.asarray(toks), jnp.asarray(mask))
+                            jnp.asarray(toks), jnp.asarray(mask), scan=self.scan_layers)
 
     def _fresh(self, rows):
         b = len(rows)
@@ -252,7 +257,8 @@ class Sampler:
         cache, last, pos, done_out, toks, lps, steps, start = self._generate(
             self.graphdef, self.params, cache, last, pos, jnp.asarray(done), key,
             jnp.float32(params.temperature), jnp.int32(params.top_k), jnp.float32(params.top_p),
-            jnp.bool_(params.greedy), stop_ids, max_new=params.max_new_tokens, pad_id=self.pad_id)
+            jnp.bool_(params.greedy), stop_ids, max_new=params.max_new_tokens, pad_id=self.pad_id,
+            scan=self.scan_layers)
         toks, lps, done_out = np.asarray(toks), np.asarray(lps), np.asarray(done_out)
         steps = int(steps)
         full = int(cache.end) >= self.cache_size

@@ -10,7 +10,12 @@ h query heads, k kv heads, g group = h/k, e head_dim, f ffn, v vocab, l layers):
   gate/up    [d, f]          ("embed", "mlp")
   down       [f, d]          ("mlp", "embed")
   lm_head    [d, v]          ("embed", "vocab")   (absent when embeddings are tied)
-  KV cache   per layer [b, k, s, e]  ("cache_batch", "cache_kv_heads", "cache_seq", -)
+  KV cache   [l, b, k, s, e]  ("layers", "cache_batch", "cache_kv_heads", "cache_seq", -)
+
+The decoder layers' weights are stored stacked: every layer parameter has a leading ``l`` axis
+("layers"; the shapes above are one layer's). So the layers can run as one ``lax.scan`` whose body
+is compiled once whatever the depth, and the optimizer updates one array per parameter kind instead
+of one per layer; an unrolled forward reads layer ``i``'s slice.
 
 Every parameter carries its logical axis names as the `logical_axes` metadata, which
 `sharding.py` maps onto the (data, fsdp, tensor) mesh. RoPE follows HF's rotate-half
@@ -98,13 +103,14 @@ class RMSNorm(nnx.Module):
 
 @flax.struct.dataclass
 class KVCache:
-    """Fixed-size KV cache. k, v: tuples of one [b, k, s, e] array per layer (separate
-    buffers updated in place; the [b, k, s, e] layout makes both attention matmuls plain
-    batched matmuls over (b, k), with no per-step transpose of the cache); valid: [b, s] (slot holds a real token); end: int32 scalar, the next slot to
-    write (shared by the batch: rows are aligned)."""
+    """Fixed-size KV cache. k, v: [l, b, k, s, e], every layer's keys/values in one buffer (a scanned
+    decode carries it whole and writes only the new tokens' slots, in place; the [b, k, s, e] layout
+    of a layer makes both attention matmuls plain batched matmuls over (b, k), with no per-step
+    transpose of the cache); valid: [b, s] (slot holds a real token); end: int32 scalar, the next
+    slot to write (shared by the batch: rows are aligned)."""
 
-    k: tuple
-    v: tuple
+    k: jnp.ndarray
+    v: jnp.ndarray
     valid: jnp.ndarray
     end: jnp.ndarray
 
@@ -114,11 +120,10 @@ class KVCache:
 
     @classmethod
     def zeros(cls, cfg: ModelConfig, batch: int, size: int) -> "KVCache":
-        shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)
+        shape = (cfg.n_layers, batch, cfg.n_kv_heads, size, cfg.head_dim)
         dt = _dtype(cfg.dtype)
-        return cls(k=tuple(jnp.zeros(shape, dt) for _ in range(cfg.n_layers)),
-                   v=tuple(jnp.zeros(shape, dt) for _ in range(cfg.n_layers)),
-                   valid=jnp.zeros((batch, size), bool), end=jnp.zeros((), jnp.int32))
+        return cls(k=jnp.zeros(shape, dt), v=jnp.zeros(shape, dt), valid=jnp.zeros((batch, size), bool),
+                   end=jnp.zeros((), jnp.int32))
 
 
 def attention_core(q, k, v, mask):
@@ -200,18 +205,37 @@ class Block(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.d_model, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
         self.mlp = MLP(cfg, rngs=rngs)
 
-    def __call__(self, x, positions, mask, kv=None, end=None):
-        """kv: optional (k_cache, v_cache) [b,k,s,e] of this layer; writes at slot `end`."""
+    def __call__(self, x, positions, mask):
+        """One layer's forward over x [b, t, d] (no cache)."""
         q, k, v = self.attn.qkv(self.input_norm(x), positions)
-        if kv is not None:
-            kc, vc = kv
-            kc = jax.lax.dynamic_update_slice_in_dim(kc, k.astype(kc.dtype), end, axis=2)
-            vc = jax.lax.dynamic_update_slice_in_dim(vc, v.astype(vc.dtype), end, axis=2)
-            k, v = kc, vc
-            kv = (kc, vc)
-        x = x + self.attn.out(attention_core(q, k, v, mask))
-        x = x + self.mlp(self.post_attn_norm(x))
-        return x, kv
+        return self._rest(x, attention_core(q, k, v, mask))
+
+    def cached(self, x, positions, mask, k_all, v_all, layer, end):
+        """The forward with the whole stacked cache k_all/v_all [l, b, k, s, e]: this layer's new keys
+        and values are written at slot ``end`` of layer ``layer`` (a static int or a traced index) and
+        attention reads that layer's slots. Returns (x, k_all, v_all)."""
+        q, k, v = self.attn.qkv(self.input_norm(x), positions)
+        at = (layer, 0, 0, end, 0)
+        k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), at)
+        v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), at)
+        return self._rest(x, attention_core(q, k_all[layer], v_all[layer], mask)), k_all, v_all
+
+    def _rest(self, x, attended):
+        x = x + self.attn.out(attended)
+        return x + self.mlp(self.post_attn_norm(x))
+
+
+def stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs) -> Block:
+    """``cfg.n_layers`` decoder layers as one :class:`Block` whose parameters carry a leading layer axis
+    ("layers"). The layers are initialised one after another from ``rngs`` (the same values as a list
+    of separately built layers), then stacked."""
+    blocks = [Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)]
+    graphdef, _ = nnx.split(blocks[0])
+    is_var = lambda x: isinstance(x, nnx.Variable)  # noqa: E731
+    stacked = jax.tree.map(lambda *vs: vs[0].replace(jnp.stack([v[...] for v in vs]),
+                                                     logical_axes=("layers",) + tuple(vs[0].get_metadata()["logical_axes"])),
+                           *[nnx.state(b) for b in blocks], is_leaf=is_var)
+    return nnx.merge(graphdef, stacked)
 
 
 class Transformer(nnx.Module):
@@ -221,7 +245,7 @@ class Transformer(nnx.Module):
         self.cfg = cfg
         pd = _dtype(cfg.param_dtype)
         self.embed = _param(rngs, (cfg.vocab_size, cfg.d_model), ("vocab", "embed"), pd)
-        self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
+        self.layers = stacked_blocks(cfg, rngs)  # one Block, weights [n_layers, ...]
         self.final_norm = RMSNorm(cfg.d_model, cfg.rms_norm_eps, "norm", pd, rngs=rngs)
         if cfg.tie_embeddings:
             self.lm_head = None
@@ -281,9 +305,10 @@ class Transformer(nnx.Module):
         (attention scores, MLP activations), and recomputes the rest: the same values, less memory,
         about one more forward of compute (what a train step at real scale needs). ``hidden``: return
         the last layer's hidden states [b, t, d] instead of the logits (for :meth:`target_scores`).
-        ``scan``: the layers run as one ``lax.scan`` over their stacked weights (:func:`_scanned_layers`):
-        one compiled layer body whatever the depth, and with ``remat`` a backward that keeps one
-        layer's input per layer, which no compiler pass can undo.
+        ``scan``: the layers run as one ``lax.scan`` over their stacked weights: one compiled layer
+        body whatever the depth, and with ``remat`` a backward that keeps one layer's input per
+        layer, which no compiler pass can undo. Without it the layers are unrolled (one copy of the
+        layer in the program per layer: faster to run for a few layers on the CPU, slower to compile).
         """
         input_ids = jnp.asarray(input_ids)
         if input_ids.ndim != 2:
@@ -296,23 +321,28 @@ class Transformer(nnx.Module):
             positions = jnp.maximum(jnp.cumsum(attention_mask, axis=1) - 1, 0)
         causal = jnp.tril(jnp.ones((t, t), bool))
         mask = causal[None] & attention_mask[:, None, :]
+        graphdef, state = nnx.split(self.layers)
+
+        def layer(st, x):  # a pure function of one layer's state: nests in scan, grad and checkpoint
+            return nnx.merge(graphdef, st)(x, positions, mask)
+
+        if remat:
+            layer = jax.checkpoint(layer)
         x = self._embed(input_ids)
         if scan:
-            x = _scanned_layers(self.layers, x, positions, mask, remat)
-        elif remat:
-            for layer in self.layers:
-                x = _rematerialised_block(layer, x, positions, mask)
+            x = jax.lax.scan(lambda x, st: (layer(st, x), None), x, state)[0]
         else:
-            for layer in self.layers:
-                x, _ = layer(x, positions, mask)
+            for i in range(self.cfg.n_layers):
+                x = layer(layer_state(state, i), x)
         return x if hidden else self._logits(x)
 
     # -- cached forward
-    def decode(self, tokens, positions, token_mask, cache: KVCache):
+    def decode(self, tokens, positions, token_mask, cache: KVCache, *, scan: bool = False):
         """Appends tokens [b, t] (positions [b, t], token_mask [b, t]) at slot cache.end.
 
         Returns fp32 logits [b, t, v] and the updated cache. Each query attends to every
-        valid slot up to its own; masked tokens are written but never attended to.
+        valid slot up to its own; masked tokens are written but never attended to. ``scan``: the
+        layers as one ``lax.scan`` carrying the whole cache (as in :meth:`__call__`).
         """
         b, t = tokens.shape
         s = cache.size
@@ -320,44 +350,28 @@ class Transformer(nnx.Module):
         valid = jax.lax.dynamic_update_slice_in_dim(cache.valid, token_mask.astype(bool), end, axis=1)
         q_slot = end + jnp.arange(t)
         mask = valid[:, None, :] & (jnp.arange(s)[None, None, :] <= q_slot[None, :, None])
-        x = self._embed(tokens)
-        ks, vs = [], []
-        for i, layer in enumerate(self.layers):
-            x, (kc, vc) = layer(x, positions, mask, kv=(cache.k[i], cache.v[i]), end=end)
-            ks.append(kc)
-            vs.append(vc)
-        new = KVCache(k=tuple(ks), v=tuple(vs), valid=valid, end=end + t)
+        graphdef, state = nnx.split(self.layers)
+
+        def layer(st, i, x, k_all, v_all):
+            return nnx.merge(graphdef, st).cached(x, positions, mask, k_all, v_all, i, end)
+
+        x, k_all, v_all = self._embed(tokens), cache.k, cache.v
+        if scan:
+            def body(carry, xs):
+                return layer(xs[0], xs[1], *carry), None
+            (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all),
+                                                (state, jnp.arange(self.cfg.n_layers, dtype=jnp.int32)))
+        else:
+            for i in range(self.cfg.n_layers):
+                x, k_all, v_all = layer(layer_state(state, i), i, x, k_all, v_all)
+        new = KVCache(k=k_all, v=v_all, valid=valid, end=end + t)
         return self._logits(x), new
 
 
 # ------------------------------------------------------------------------ helpers
-def _rematerialised_block(layer: "Block", x, positions, mask):
-    """One layer's output under ``jax.checkpoint``, on its split (graphdef, state): a pure function,
-    so it nests in any trace (a micro-batch ``lax.scan``, ``grad``) without NNX state updates."""
-    graphdef, state = nnx.split(layer)
-
-    def run(state, x, positions, mask):
-        return nnx.merge(graphdef, state)(x, positions, mask)[0]
-
-    return jax.checkpoint(run)(state, x, positions, mask)
-
-
-def _scanned_layers(layers, x, positions, mask, remat: bool):
-    """The decoder layers as one ``lax.scan``: their states stacked on a leading layer axis at call
-    time (the params keep their per-layer layout, so checkpoints, HF loading and sharding rules are
-    unchanged; the stacked copy is one more params' worth of memory during the step), the body one
-    merged layer (under ``jax.checkpoint`` with ``remat``). Layers must share one graphdef (a uniform
-    decoder, as every preset is)."""
-    graphdef, _ = nnx.split(layers[0])
-    states = [nnx.split(layer)[1] for layer in layers]
-    if any(nnx.split(layer)[0] != graphdef for layer in layers[1:]):
-        raise ValueError("scan needs layers of one structure; these differ")
-    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
-
-    def body(x, state):
-        return nnx.merge(graphdef, state)(x, positions, mask)[0], None
-
-    return jax.lax.scan(jax.checkpoint(body) if remat else body, x, stacked)[0]
+def layer_state(stacked: nnx.State, i: int) -> nnx.State:
+    """Layer ``i``'s slice of the stacked layers' state (a static index: a contiguous slice)."""
+    return jax.tree.map(lambda a: a[i], stacked)
 
 
 def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:

@@ -152,15 +152,16 @@ class Evaluation:
 
 def evaluate(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any, sandbox: Any,
              rc: RolloutConfig, *, cards: T.CardSource, reward_config: R.RewardConfig = R.RewardConfig(),
-             seed: int = 0, batch_size: int = 64) -> Evaluation:
+             seed: int = 0, batch_size: int = 64, scan_layers: bool = False) -> Evaluation:
     """Greedy decoding (the key only matters for ties), in batches of ``batch_size`` tasks; each
-    prompt shows ``cards`` (a :class:`~cocoda_jax.rl.prompts.PromptCards` over ``snapshot``)."""
+    prompt shows ``cards`` (a :class:`~cocoda_jax.rl.prompts.PromptCards` over ``snapshot``);
+    ``scan_layers``: the sampler's layers as one ``lax.scan``."""
     trajectories: list[T.Trajectory] = []
     for start in range(0, len(tasks), batch_size):
         part = tasks[start:start + batch_size]
         trajs, _ = sample_rollouts(model, tokenizer, part, snapshot, sandbox, sampling=rc.sampling(greedy=True),
                                    key=jax.random.fold_in(jax.random.key(seed), start), max_steps=rc.max_steps,
-                                   max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s)
+                                   max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s, scan_layers=scan_layers)
         trajectories += trajs
     return summarize(trajectories, snapshot, reward_config)
 
@@ -233,7 +234,7 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     t0 = time.perf_counter()
     trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
                                      sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
-                                     cards=cards, timeout_s=rc.timeout_s)
+                                     cards=cards, timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers)
     rollout_s = time.perf_counter() - t0
     breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
     totals = np.asarray([b.total for b in breakdowns], np.float32)

@@ -174,11 +174,13 @@ def _last_line(context: str) -> str:
 def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any, sandbox: Any, *,
                     sampling: SamplingParams, key: jax.Array, max_steps: int, max_len: int,
                     cards: Sequence[str] | None = None, timeout_s: float | None = None,
-                    verify: Callable[[Any, Any], float] = T.default_verify
+                    verify: Callable[[Any, Any], float] = T.default_verify, scan_layers: bool = False
                     ) -> tuple[list[T.Trajectory], list[TokenRecord]]:
     """One rollout per entry of ``tasks`` (repeat a task G times for a GRPO group) with ``model``;
-    returns the text-level trajectories and the token records, aligned."""
-    sampler = Sampler(model, cache_size=2 * max_len, pad_id=tokenizer.pad_id, tokenizer=tokenizer.decode)
+    returns the text-level trajectories and the token records, aligned. ``scan_layers``: the
+    sampler's layers as one ``lax.scan`` (:class:`~cocoda_jax.models.sampler.Sampler`)."""
+    sampler = Sampler(model, cache_size=2 * max_len, pad_id=tokenizer.pad_id, tokenizer=tokenizer.decode,
+                      scan_layers=scan_layers)
     policy = SamplerPolicy(sampler, tokenizer, sampling, key, max_len=max_len)
     trajectories = T.run_episodes(policy, tasks, snapshot, sandbox, max_steps, cards=cards, timeout_s=timeout_s,
                                   verify=verify, with_rows=True)

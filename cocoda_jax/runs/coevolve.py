@@ -274,7 +274,8 @@ def _evaluate(ctx: _RunContext, state: TrainState, snapshot: LibrarySnapshot, ta
               cards: PromptCards) -> loop.Evaluation:
     """Greedy rollouts of the GRPO learner's planner with ``state``'s params."""
     return loop.evaluate(ctx.grpo_learner.model(state), ctx.tokenizer, tasks, snapshot, ctx.sandbox,
-                         ctx.settings.rollout, cards=cards, reward_config=ctx.settings.reward, seed=ctx.seed)
+                         ctx.settings.rollout, cards=cards, reward_config=ctx.settings.reward, seed=ctx.seed,
+                         scan_layers=ctx.settings.model.scan_layers)
 
 
 def _trace(ctx: _RunContext, played: trajectory.Trajectory, library: LibrarySnapshot) -> Trace:
@@ -497,7 +498,7 @@ def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
     state = _sft(ctx, demos, writer)
     ev = loop.evaluate(ctx.sft_learner.model(state), ctx.tokenizer, ctx.domain.val, library, ctx.sandbox,
                        ctx.settings.rollout, cards=_cards(ctx, library, programs),
-                       reward_config=ctx.settings.reward, seed=ctx.seed)
+                       reward_config=ctx.settings.reward, seed=ctx.seed, scan_layers=ctx.settings.model.scan_layers)
     grpo_state = ctx.grpo_learner.state_from_params(state.params)
     ref = common.frozen_copy(grpo_state.params) if ctx.with_reference else None
     steps = ctx.settings.sft.steps

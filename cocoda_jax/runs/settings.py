@@ -199,8 +199,10 @@ class ModelSettings(_Section):
     steps (less memory, one more forward of compute; off in the CPU miniature), and ``logits_chunk``:
     compute the head's logits that many positions at a time in the train steps and scorers (0: the
     whole sequence at once; the full-vocabulary logits of a real-scale micro-batch are tens of GB), and
-    ``scan_layers``: the decoder layers as one ``lax.scan`` in the train steps (compile time flat in
-    depth; with ``remat``, one layer input kept per layer)."""
+    ``scan_layers``: the decoder layers (their weights are stored stacked) as one ``lax.scan`` in the
+    train steps, the rollouts' sampler and evaluation (one compiled layer body whatever the depth; with
+    ``remat``, one layer input kept per layer); off, the layers are unrolled (faster per token for the
+    CPU planner's few layers)."""
 
     SECTION = "model"
 

@@ -94,7 +94,8 @@ class _Job:
 
     def evaluate(self, learner: Learner, state: TrainState, tasks: Sequence[Any]) -> loop.Evaluation:
         return loop.evaluate(learner.model(state), self.tokenizer, tasks, self.library, self.sandbox, self.rollout,
-                             cards=self.cards, reward_config=self.reward, seed=self.seed)
+                             cards=self.cards, reward_config=self.reward, seed=self.seed,
+                             scan_layers=learner.config.scan_layers)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -246,3 +246,49 @@ def test_bf16_model_samples_with_fp32_log_probs():
         ref, _ = _full_log_probs(forward, prompt + gen)
         np.testing.assert_allclose(lp, ref[len(prompt) - 1:], atol=0.05)  # bf16 cache vs bf16 forward
     chex.assert_type(forward(jnp.zeros((1, FULL_LEN), jnp.int32)), jnp.float32)
+
+
+# ------------------------------------------------------------------ stacked layers, scanned or unrolled
+def test_the_layers_are_stored_stacked_and_initialised_as_separate_layers(model):
+    """One Block whose weights carry a leading layer axis ("layers"), each layer's slice the values a
+    separately built layer gets from the same key stream (so stacking changed no initial weight)."""
+    from flax import nnx
+
+    from cocoda_jax.models.transformer import Block, layer_state
+
+    q = model.layers.attn.q_proj
+    assert q[...].shape == (CFG.n_layers, CFG.d_model, CFG.n_heads, CFG.head_dim)
+    assert q.get_metadata()["logical_axes"] == ("layers", "embed", "heads", "head_dim")
+    rngs = nnx.Rngs(1)
+    rngs.params()  # the embedding's draw comes first
+    _, stacked = nnx.split(model.layers)
+    for i in range(CFG.n_layers):
+        alone = nnx.state(Block(CFG, rngs=rngs))
+        # (create_model initialises under jit, this layer eagerly: equal up to float rounding)
+        chex.assert_trees_all_close(nnx.to_pure_dict(layer_state(stacked, i)), nnx.to_pure_dict(alone),
+                                    atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_scanned_layers_compute_the_unrolled_forward(model, remat):
+    ids = jax.random.randint(jax.random.key(4), (2, 10), 0, CFG.vocab_size)
+    unrolled = jax.jit(lambda x: model(x, remat=remat))(ids)
+    scanned = jax.jit(lambda x: model(x, remat=remat, scan=True))(ids)
+    chex.assert_trees_all_close(scanned, unrolled, atol=1e-5, rtol=1e-5)
+
+
+def test_scanned_decode_samples_what_the_unrolled_decode_samples(model):
+    """Prefill, decode and a continuation with the layers as one ``lax.scan`` carrying the whole
+    stacked cache: the same tokens, log-probs and cache as the unrolled layers."""
+    p = SamplingParams(max_new_tokens=6, temperature=1.0)
+    runs = {}
+    for scan in (False, True):
+        s = Sampler(model, cache_size=64, scan_layers=scan)
+        first = s.generate(PROMPTS, p, jax.random.key(5))
+        more = s.continue_generation(first.state, [[3, 4], [], [7]], p, jax.random.key(6))
+        runs[scan] = (first, more)
+    for a, b in zip(runs[False], runs[True]):
+        assert a.tokens == b.tokens
+        for x, y in zip(a.log_probs, b.log_probs):
+            np.testing.assert_allclose(x, y, atol=1e-5)
+    chex.assert_trees_all_close(runs[True][1].state.cache.k, runs[False][1].state.cache.k, atol=1e-5)

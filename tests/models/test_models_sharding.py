@@ -47,12 +47,13 @@ def test_sharded_init_forward_and_shardings(reference, axes):
     fsdp, tensor = axes.get("fsdp", 1), axes.get("tensor", 1)
     want = {
         "embed": P("tensor" if tensor > 1 else None, "fsdp" if fsdp > 1 else None),
-        "q": P("fsdp" if fsdp > 1 else None, "tensor" if tensor > 1 else None, None),
-        "down": P("tensor" if tensor > 1 else None, "fsdp" if fsdp > 1 else None),
+        # the decoder layers' weights are stacked: a leading, unsharded layer axis
+        "q": P(None, "fsdp" if fsdp > 1 else None, "tensor" if tensor > 1 else None, None),
+        "down": P(None, "tensor" if tensor > 1 else None, "fsdp" if fsdp > 1 else None),
     }
-    attn = model.layers[0].attn
-    got = {"embed": model.embed[...].sharding.spec, "q": attn.q_proj[...].sharding.spec,
-           "down": model.layers[1].mlp.down_proj[...].sharding.spec}
+    got = {"embed": model.embed[...].sharding.spec, "q": model.layers.attn.q_proj[...].sharding.spec,
+           "down": model.layers.mlp.down_proj[...].sharding.spec}
+    assert model.layers.attn.q_proj[...].shape == (CFG.n_layers, CFG.d_model, CFG.n_heads, CFG.head_dim)
     assert got == want
     assert model.embed[...].sharding.mesh.shape == mesh.shape
     if fsdp * tensor > 1:  # no device holds the whole embedding
@@ -87,7 +88,7 @@ def test_load_hf_checkpoint_into_mesh(reference, axes, tmp_path):
     path = save_hf_checkpoint(ref_model, tmp_path / "ckpt")
     mesh = make_mesh(**axes)
     model = load_hf_checkpoint(path, mesh=mesh)
-    assert model.layers[0].mlp.gate_proj[...].sharding.spec == P("fsdp", "tensor")
+    assert model.layers.mlp.gate_proj[...].sharding.spec == P(None, "fsdp", "tensor")
     np.testing.assert_allclose(np.asarray(_forward(model, ids, mesh)), ref, atol=2e-5, rtol=1e-5)
 
 
@@ -116,8 +117,8 @@ def test_sampler_on_mesh_equals_single_device(reference):
     assert res.tokens == single.tokens
     for a, b in zip(res.log_probs, single.log_probs):
         np.testing.assert_allclose(a, b, atol=2e-5)
-    assert len(more.state.cache.k) == CFG.n_layers
-    assert tuple(more.state.cache.k[1].sharding.spec)[:2] == (("data", "fsdp"), "tensor")
+    assert more.state.cache.k.shape[0] == CFG.n_layers  # every layer's cache in one buffer
+    assert tuple(more.state.cache.k.sharding.spec)[:3] == (None, ("data", "fsdp"), "tensor")
     assert more.state.pos.sharding.spec == P(("data", "fsdp"))
     assert more.tokens[2] == [] and all(len(t) == 5 for i, t in enumerate(more.tokens) if i != 2)
 
@@ -125,19 +126,25 @@ def test_sampler_on_mesh_equals_single_device(reference):
 @pytest.mark.parametrize("preset", ["qwen3_8b", "qwen3_32b", "llama3_8b"])
 def test_real_presets_shard_every_matrix(preset):
     """Abstractly (no memory): on (data=2, fsdp=2, tensor=2) every weight matrix of the real
-    presets is split over fsdp x tensor (1/4 per device), norms are replicated."""
+    presets is split over fsdp x tensor (1/4 per device), norms are replicated, and the stacked
+    layers' leading layer axis is never split (a layer's weights live where its matrices say)."""
     from cocoda_jax.models import get_preset
-    from cocoda_jax.models.transformer import abstract_model, state_shardings
+    from cocoda_jax.models.transformer import abstract_model, param_axes, state_shardings
 
     cfg = get_preset(preset)
     _, abs_state = nnx.split(abstract_model(cfg))
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
     shardings = jax.tree.leaves(state_shardings(abs_state, mesh))
     shapes = [v.shape for v in jax.tree.leaves(nnx.to_pure_dict(abs_state))]
-    assert len(shardings) == len(shapes) == len(jax.tree.leaves(nnx.to_pure_dict(abs_state)))
-    for sh, shape in zip(shardings, shapes):
+    axes = jax.tree.leaves(param_axes(abs_state), is_leaf=lambda x: isinstance(x, tuple))
+    assert len(shardings) == len(shapes) == len(axes)
+    # q, k, v, o, gate, up, down, the two layer norms, and Qwen3's q/k norms
+    assert sum(a[0] == "layers" for a in axes) == 9 + 2 * cfg.qk_norm
+    for sh, shape, names in zip(shardings, shapes, axes):
         local = sh.shard_shape(shape)
-        if len(shape) >= 2:
+        if names[0] == "layers":
+            assert shape[0] == cfg.n_layers and local[0] == cfg.n_layers
+        if sum(n != "layers" for n in names) >= 2:
             assert np.prod(local) * 4 == np.prod(shape), (shape, sh.spec)
         else:
             assert local == shape
