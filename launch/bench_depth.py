@@ -9,8 +9,10 @@ kind at any depth; the unrolled forward reads each layer's slice.
 
 The ``tiny`` preset's width (d_model 128, fp32) at each depth; one GRPO step (the learner's own,
 ``Learner.grpo_step``) on a fixed random batch. ``compile_s``: ``lower(...).compile()`` of the step;
-``step_s``: the best of ``--depth_repeats`` steady-state steps. Prints JSON: per mode and depth,
-compile_s and step_s, and the ratio of compile time at the deepest over the shallowest depth.
+``step_s``: the best of ``--depth_repeats`` steady-state steps. The sampler the same way (prefill and
+decode loop; :func:`measure_sampler`). Prints JSON: per mode and depth, compile_s and step_s (the
+sampler: first_call_s, steady_s, compile_s), and the ratio of compile time at the deepest over the
+shallowest depth.
 """
 
 from __future__ import annotations
@@ -67,12 +69,49 @@ def measure(n_layers: int, scan: bool, *, rows: int, length: int, repeats: int, 
     return {"layers": n_layers, "compile_s": round(compile_s, 3), "step_s": round(min(times), 4)}
 
 
-def run(layers, *, rows: int = 8, length: int = 128, repeats: int = 3, remat: bool = False) -> dict:
-    out = {"rows": rows, "length": length, "remat": remat, "width": "tiny (d_model 128)"}
+def measure_sampler(n_layers: int, scan: bool, *, rows: int, prompt: int, new_tokens: int, repeats: int) -> dict:
+    """The sampler at ``n_layers`` (``Sampler(scan_layers=scan)``): ``first_call_s``, a fresh
+    generation's first call (prefill and decode loop compiled, then run), and ``steady_s``, the best
+    of ``repeats`` later calls; ``compile_s`` is their difference (the sampler compiles inside its
+    calls, so this is the honest way to split them). ``rows`` prompts of ``prompt`` tokens,
+    ``new_tokens`` sampled each (no stop token, so every call decodes the same number of steps)."""
+    import jax
+    import numpy as np
+
+    from cocoda_jax.models import create_model
+    from cocoda_jax.models.config import tiny
+    from cocoda_jax.models.sampler import Sampler, SamplingParams, bucket_size
+
+    cfg = dataclasses.replace(tiny(512), n_layers=n_layers)
+    sampler = Sampler(create_model(cfg, seed=0), cache_size=bucket_size(prompt) + new_tokens, scan_layers=scan)
+    prompts = np.random.default_rng(0).integers(1, 512, (rows, prompt)).tolist()
+    params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0)
+
+    def call(i: int) -> float:
+        t0 = time.perf_counter()
+        out = sampler.generate(prompts, params, jax.random.key(i))
+        jax.block_until_ready(out.state.cache.k)
+        return time.perf_counter() - t0
+
+    first = call(0)
+    steady = min(call(i + 1) for i in range(repeats))
+    return {"layers": n_layers, "first_call_s": round(first, 3), "steady_s": round(steady, 4),
+            "compile_s": round(first - steady, 3)}
+
+
+def run(layers, *, rows: int = 8, length: int = 128, repeats: int = 3, remat: bool = False,
+        sampler_rows: int = 8, sampler_prompt: int = 32, sampler_new_tokens: int = 32) -> dict:
+    out = {"rows": rows, "length": length, "remat": remat, "width": "tiny (d_model 128)",
+           "sampler": {"rows": sampler_rows, "prompt": sampler_prompt, "new_tokens": sampler_new_tokens}}
     for mode, scan in (("unrolled", False), ("scan", True)):
         rows_out = [measure(int(n), scan, rows=rows, length=length, repeats=repeats, remat=remat) for n in layers]
         out[mode] = rows_out
         out[f"{mode}_compile_ratio_deepest_vs_shallowest"] = round(rows_out[-1]["compile_s"] / rows_out[0]["compile_s"], 2)
+        sampled = [measure_sampler(int(n), scan, rows=sampler_rows, prompt=sampler_prompt,
+                                   new_tokens=sampler_new_tokens, repeats=repeats) for n in layers]
+        out["sampler"][mode] = sampled
+        out["sampler"][f"{mode}_compile_ratio_deepest_vs_shallowest"] = round(
+            sampled[-1]["compile_s"] / max(sampled[0]["compile_s"], 1e-9), 2)
     return out
 
 
