@@ -5,7 +5,7 @@ the weights are built in PyTorch, saved as an HF directory and loaded here with
 `load_hf_checkpoint`. Greedy decoding, same batch, prompt length and new tokens; both
 peers are warmed up first and then timed in the same process run.
 
-    python -m launch.bench_sampler [--batch=16 --prompt_len=64 --new_tokens=64] [--json_out=PATH]
+    python -m launch.bench_sampler [--batch=16 --prompt_len=64 --new_tokens=64] [--scan_layers] [--json_out=PATH]
 
 Prints JSON: jax_tokens_per_s, torch_tokens_per_s, ratio (jax / torch), compile_s (first
 JAX call minus a steady-state call), plus the settings and the fraction of greedy tokens
@@ -32,6 +32,7 @@ def _define_flags():
     flags.DEFINE_integer("repeats", 5, "timed repetitions of each peer, interleaved (the best is reported)")
     flags.DEFINE_integer("seed", 0, "weights and prompts seed")
     flags.DEFINE_integer("torch_threads", 0, "torch intra-op threads (0: torch's default)")
+    flags.DEFINE_bool("scan_layers", False, "the sampler's layers as one lax.scan (model.scan_layers)")
     flags.DEFINE_string("json_out", None, "also write the JSON here")
 
 
@@ -49,7 +50,7 @@ def _best(fn, repeats):
 
 
 def run(batch: int, prompt_len: int, new_tokens: int, vocab_size: int, repeats: int, seed: int,
-        torch_threads: int = 0) -> dict:
+        torch_threads: int = 0, scan_layers: bool = False) -> dict:
     import jax
     import numpy as np
     import torch
@@ -73,7 +74,7 @@ def run(batch: int, prompt_len: int, new_tokens: int, vocab_size: int, repeats: 
 
     # --- JAX
     cache_size = bucket_size(prompt_len) + new_tokens
-    sampler = Sampler(jmodel, cache_size=cache_size)
+    sampler = Sampler(jmodel, cache_size=cache_size, scan_layers=scan_layers)
     params = SamplingParams(max_new_tokens=new_tokens, greedy=True)
     rows = prompts.tolist()
     key = jax.random.key(seed)
@@ -110,13 +111,13 @@ def run(batch: int, prompt_len: int, new_tokens: int, vocab_size: int, repeats: 
         "greedy_token_agreement": float((jax_tokens == torch_tokens).mean()),
         "batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
         "params": cfg.num_params(), "backend": jax.default_backend(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads(), "scan_layers": bool(scan_layers),
     }
 
 
 def main(argv):
     del argv
-    out = run(F.batch, F.prompt_len, F.new_tokens, F.vocab_size, F.repeats, F.seed, F.torch_threads)
+    out = run(F.batch, F.prompt_len, F.new_tokens, F.vocab_size, F.repeats, F.seed, F.torch_threads, F.scan_layers)
     emit_json(out, F.json_out)
 
 
