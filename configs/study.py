@@ -3,7 +3,7 @@
     python -m launch.study --workdir=/tmp/study                    # preset "default"
     python -m launch.study --workdir=/tmp/study_smoke --preset=smoke
     python -m launch.study --config=configs/study.py:smoke --workdir=DIR --config.run.sft.steps=8
-    python -m launch.study --workdir=/tmp/study --workers=2 --threads_per_worker=1  # the default, on 2 cores
+    python -m launch.study --workdir=/tmp/study --workers=4   # cells 4 at a time (for a machine with more cores)
 
 Sections: ``run`` (the run config every cell starts from; each arm's overrides and the cell's seed
 are applied to a copy), ``seeds`` (each cell sets ``run.seed`` and ``run.domain.seed`` to it),
@@ -12,9 +12,9 @@ intervals) and ``bootstrap_seed``.
 
 Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (10 arms
 x 3 seeds = 30 cells; measured cells: cocoda 12.6 min, frozen_library 9.8 min on 2 idle cores, so the
-whole preset is about 5-6 hours one cell at a time, not the 2 hours issue 13 asks for). ``--workers=2``
-is how the default preset is meant to be run on 2 cores: two cells at a time, each in its own process
-(the job is mostly Python-bound, so two processes run nearly twice the cells an hour; docs/study.md).
+whole preset is about 5-6 hours one cell at a time, not the 2 hours issue 13 asks for). ``--workers=N``
+runs N cells at a time, each in its own process; on 2 cores it does not help (measured 2026-12-03: two
+default cells side by side each used one full core and ran 1.8-2.8x slower than alone; docs/study.md).
 ``deep``: the same with tasks of 1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the
 turn limit from primitives alone (issue 13 item 3; ``python -m launch.turn_ceiling`` measures it), a 512-token context and 600 SFT
 steps. ``smoke``: configs/tiny.py's budgets, 8 test tasks, cocoda and frozen_library, one seed (a few
