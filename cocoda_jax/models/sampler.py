@@ -174,18 +174,22 @@ def _rollback_fn(cache, pos, start, cut):
     return cache.replace(valid=cache.valid & ~drop), pos - removed
 
 
-def new_decode_state(cfg, batch: int, size: int):
+def new_decode_state(cfg, batch: int, size: int, *, stacked: bool = False):
     """(empty KVCache, zero last logits, zero positions); under an ambient mesh they are
     created directly in their logical-axis shardings (batch over data+fsdp, kv heads over
     tensor), never as a full copy on one device."""
     def make():
-        return (KVCache.zeros(cfg, batch, size), jnp.zeros((batch, cfg.vocab_size), jnp.float32),
+        return (KVCache.zeros(cfg, batch, size, stacked=stacked), jnp.zeros((batch, cfg.vocab_size), jnp.float32),
                 jnp.zeros((batch,), jnp.int32))
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty:
         return make()
-    kv_shape = (cfg.n_layers, batch, cfg.n_kv_heads, size, cfg.head_dim)
-    kv = logical_to_spec(("layers", "cache_batch", "cache_kv_heads", "cache_seq", None), kv_shape, mesh)
+    kv_shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)
+    names = ("cache_batch", "cache_kv_heads", "cache_seq", None)
+    if stacked:
+        kv = logical_to_spec(("layers",) + names, (cfg.n_layers,) + kv_shape, mesh)
+    else:
+        kv = (logical_to_spec(names, kv_shape, mesh),) * cfg.n_layers
     cache = KVCache(k=kv, v=kv, valid=logical_to_spec(("cache_batch", "cache_seq"), (batch, size), mesh),
                     end=jax.sharding.PartitionSpec())
     out = (cache, logical_to_spec(("act_batch", "act_vocab"), (batch, cfg.vocab_size), mesh),
@@ -249,7 +253,7 @@ class Sampler:
         need = bucket_size(max(len(r) for r in rows), self.min_bucket)
         if need > self.cache_size:
             raise CacheFullError(f"prompt bucket {need} exceeds cache size {self.cache_size}")
-        cache, last, pos = new_decode_state(self.cfg, b, self.cache_size)
+        cache, last, pos = new_decode_state(self.cfg, b, self.cache_size, stacked=self.scan_layers)
         return self._feed(cache, last, pos, rows, left_pad=True)
 
     def _decode(self, detok: Callable | None, cache, last, pos, done, history, params, key):

@@ -10,7 +10,8 @@ h query heads, k kv heads, g group = h/k, e head_dim, f ffn, v vocab, l layers):
   gate/up    [d, f]          ("embed", "mlp")
   down       [f, d]          ("mlp", "embed")
   lm_head    [d, v]          ("embed", "vocab")   (absent when embeddings are tied)
-  KV cache   [l, b, k, s, e]  ("layers", "cache_batch", "cache_kv_heads", "cache_seq", -)
+  KV cache   per layer [b, k, s, e], or stacked [l, b, k, s, e] for a scanned decode
+             ("layers", "cache_batch", "cache_kv_heads", "cache_seq", -)
 
 The decoder layers' weights are stored stacked: every layer parameter has a leading ``l`` axis
 ("layers"; the shapes above are one layer's). So the layers can run as one ``lax.scan`` whose body
@@ -103,14 +104,16 @@ class RMSNorm(nnx.Module):
 
 @flax.struct.dataclass
 class KVCache:
-    """Fixed-size KV cache. k, v: [l, b, k, s, e], every layer's keys/values in one buffer (a scanned
-    decode carries it whole and writes only the new tokens' slots, in place; the [b, k, s, e] layout
-    of a layer makes both attention matmuls plain batched matmuls over (b, k), with no per-step
-    transpose of the cache); valid: [b, s] (slot holds a real token); end: int32 scalar, the next
-    slot to write (shared by the batch: rows are aligned)."""
+    """Fixed-size KV cache. k, v: a tuple of one [b, k, s, e] buffer per layer (the unrolled decode
+    updates each in place), or, ``stacked``, one [l, b, k, s, e] buffer (what a scanned decode carries
+    whole, writing only the new tokens' slots; per-layer buffers are faster for the unrolled decode,
+    measured by ``launch.bench_sampler``). The [b, k, s, e] layout of a layer makes both attention
+    matmuls plain batched matmuls over (b, k), with no per-step transpose of the cache; valid: [b, s]
+    (slot holds a real token); end: int32 scalar, the next slot to write (shared by the batch: rows
+    are aligned)."""
 
-    k: jnp.ndarray
-    v: jnp.ndarray
+    k: tuple | jnp.ndarray
+    v: tuple | jnp.ndarray
     valid: jnp.ndarray
     end: jnp.ndarray
 
@@ -118,12 +121,21 @@ class KVCache:
     def size(self) -> int:
         return self.valid.shape[1]
 
+    @property
+    def stacked(self) -> bool:
+        return not isinstance(self.k, (tuple, list))
+
     @classmethod
-    def zeros(cls, cfg: ModelConfig, batch: int, size: int) -> "KVCache":
-        shape = (cfg.n_layers, batch, cfg.n_kv_heads, size, cfg.head_dim)
+    def zeros(cls, cfg: ModelConfig, batch: int, size: int, *, stacked: bool = False) -> "KVCache":
+        shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)
         dt = _dtype(cfg.dtype)
-        return cls(k=jnp.zeros(shape, dt), v=jnp.zeros(shape, dt), valid=jnp.zeros((batch, size), bool),
-                   end=jnp.zeros((), jnp.int32))
+        if stacked:
+            k = jnp.zeros((cfg.n_layers,) + shape, dt)
+            v = jnp.zeros((cfg.n_layers,) + shape, dt)
+        else:
+            k = tuple(jnp.zeros(shape, dt) for _ in range(cfg.n_layers))
+            v = tuple(jnp.zeros(shape, dt) for _ in range(cfg.n_layers))
+        return cls(k=k, v=v, valid=jnp.zeros((batch, size), bool), end=jnp.zeros((), jnp.int32))
 
 
 def attention_core(q, k, v, mask):
@@ -210,15 +222,21 @@ class Block(nnx.Module):
         q, k, v = self.attn.qkv(self.input_norm(x), positions)
         return self._rest(x, attention_core(q, k, v, mask))
 
-    def cached(self, x, positions, mask, k_all, v_all, layer, end):
-        """The forward with the whole stacked cache k_all/v_all [l, b, k, s, e]: this layer's new keys
-        and values are written at slot ``end`` of layer ``layer`` (a static int or a traced index) and
-        attention reads that layer's slots. Returns (x, k_all, v_all)."""
+    def cached(self, x, positions, mask, kc, vc, end, layer=None):
+        """The forward with a KV cache; the new keys and values are written at slot ``end``.
+        ``layer=None``: kc/vc are this layer's own buffers [b, k, s, e]; else they are every layer's
+        stacked buffers [l, b, k, s, e] and ``layer`` (a traced index in a scan) picks this one's.
+        Returns (x, kc, vc)."""
         q, k, v = self.attn.qkv(self.input_norm(x), positions)
-        at = (layer, 0, 0, end, 0)
-        k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), at)
-        v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), at)
-        return self._rest(x, attention_core(q, k_all[layer], v_all[layer], mask)), k_all, v_all
+        if layer is None:
+            kc = jax.lax.dynamic_update_slice_in_dim(kc, k.astype(kc.dtype), end, axis=2)
+            vc = jax.lax.dynamic_update_slice_in_dim(vc, v.astype(vc.dtype), end, axis=2)
+            k_read, v_read = kc, vc
+        else:
+            kc = jax.lax.dynamic_update_slice(kc, k[None].astype(kc.dtype), (layer, 0, 0, end, 0))
+            vc = jax.lax.dynamic_update_slice(vc, v[None].astype(vc.dtype), (layer, 0, 0, end, 0))
+            k_read, v_read = kc[layer], vc[layer]
+        return self._rest(x, attention_core(q, k_read, v_read, mask)), kc, vc
 
     def _rest(self, x, attended):
         x = x + self.attn.out(attended)
@@ -352,20 +370,29 @@ class Transformer(nnx.Module):
         mask = valid[:, None, :] & (jnp.arange(s)[None, None, :] <= q_slot[None, :, None])
         graphdef, state = nnx.split(self.layers)
 
-        def layer(st, i, x, k_all, v_all):
-            return nnx.merge(graphdef, st).cached(x, positions, mask, k_all, v_all, i, end)
+        def layer(st, x, kc, vc, i=None):
+            return nnx.merge(graphdef, st).cached(x, positions, mask, kc, vc, end, i)
 
-        x, k_all, v_all = self._embed(tokens), cache.k, cache.v
+        x = self._embed(tokens)
         if scan:
+            if not cache.stacked:
+                raise ValueError("a scanned decode needs a stacked KVCache (KVCache.zeros(..., stacked=True))")
             def body(carry, xs):
-                return layer(xs[0], xs[1], *carry), None
-            (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all),
-                                                (state, jnp.arange(self.cfg.n_layers, dtype=jnp.int32)))
-        else:
+                return layer(xs[0], *carry, xs[1]), None
+            (x, ks, vs), _ = jax.lax.scan(body, (x, cache.k, cache.v),
+                                          (state, jnp.arange(self.cfg.n_layers, dtype=jnp.int32)))
+        elif cache.stacked:
+            ks, vs = cache.k, cache.v
             for i in range(self.cfg.n_layers):
-                x, k_all, v_all = layer(layer_state(state, i), i, x, k_all, v_all)
-        new = KVCache(k=k_all, v=v_all, valid=valid, end=end + t)
-        return self._logits(x), new
+                x, ks, vs = layer(layer_state(state, i), x, ks, vs, i)
+        else:  # one buffer per layer, each updated in place
+            ks, vs = [], []
+            for i in range(self.cfg.n_layers):
+                x, kc, vc = layer(layer_state(state, i), x, cache.k[i], cache.v[i])
+                ks.append(kc)
+                vs.append(vc)
+            ks, vs = tuple(ks), tuple(vs)
+        return self._logits(x), KVCache(k=ks, v=vs, valid=valid, end=end + t)
 
 
 # ------------------------------------------------------------------------ helpers

@@ -291,4 +291,5 @@ def test_scanned_decode_samples_what_the_unrolled_decode_samples(model):
         assert a.tokens == b.tokens
         for x, y in zip(a.log_probs, b.log_probs):
             np.testing.assert_allclose(x, y, atol=1e-5)
-    chex.assert_trees_all_close(runs[True][1].state.cache.k, runs[False][1].state.cache.k, atol=1e-5)
+    assert runs[True][1].state.cache.stacked and not runs[False][1].state.cache.stacked
+    chex.assert_trees_all_close(runs[True][1].state.cache.k, jnp.stack(runs[False][1].state.cache.k), atol=1e-5)

@@ -117,8 +117,12 @@ def test_sampler_on_mesh_equals_single_device(reference):
     assert res.tokens == single.tokens
     for a, b in zip(res.log_probs, single.log_probs):
         np.testing.assert_allclose(a, b, atol=2e-5)
-    assert more.state.cache.k.shape[0] == CFG.n_layers  # every layer's cache in one buffer
-    assert tuple(more.state.cache.k.sharding.spec)[:3] == (None, ("data", "fsdp"), "tensor")
+    assert len(more.state.cache.k) == CFG.n_layers  # one buffer per layer (the unrolled decode)
+    assert tuple(more.state.cache.k[1].sharding.spec)[:2] == (("data", "fsdp"), "tensor")
+    with jax.set_mesh(mesh):  # the scanned decode's stacked cache: the layer axis whole
+        stacked = Sampler(model, cache_size=32, scan_layers=True).generate(prompts, p, jax.random.key(0))
+    assert stacked.tokens == single.tokens
+    assert tuple(stacked.state.cache.k.sharding.spec)[:3] == (None, ("data", "fsdp"), "tensor")
     assert more.state.pos.sharding.spec == P(("data", "fsdp"))
     assert more.tokens[2] == [] and all(len(t) == 5 for i, t in enumerate(more.tokens) if i != 2)
 
