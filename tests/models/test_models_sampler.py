@@ -293,3 +293,18 @@ def test_scanned_decode_samples_what_the_unrolled_decode_samples(model):
             np.testing.assert_allclose(x, y, atol=1e-5)
     assert runs[True][1].state.cache.stacked and not runs[False][1].state.cache.stacked
     chex.assert_trees_all_close(runs[True][1].state.cache.k, jnp.stack(runs[False][1].state.cache.k), atol=1e-5)
+
+
+def test_the_unrolled_decode_reads_a_stacked_cache_as_it_reads_per_layer_buffers(model):
+    """``decode`` without scan accepts either cache layout (a cache made for a scanned sampler stays
+    usable); a scanned decode refuses per-layer buffers with a clear error."""
+    ids = jax.random.randint(jax.random.key(8), (2, 6), 0, CFG.vocab_size)
+    pos = jnp.broadcast_to(jnp.arange(6), (2, 6))
+    mask = jnp.ones((2, 6), bool)
+    out = {}
+    for stacked in (False, True):
+        logits, cache = model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16, stacked=stacked))
+        out[stacked] = (logits, jnp.stack(cache.k) if not stacked else cache.k)
+    chex.assert_trees_all_close(out[True], out[False], atol=1e-6)
+    with pytest.raises(ValueError, match="stacked KVCache"):
+        model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16), scan=True)
