@@ -108,7 +108,7 @@ def with_background_kill(trace: Sequence[str], positions: Sequence[int]) -> list
 
 #: The report's and metrics' wall-clock fields (they differ between any two runs).
 TIMING_KEYS = frozenset({"wall_s", "wall_s_this_process", "seconds", "rollout_s", "update_s",
-                         "rollout_tokens_per_s", "train_tokens_per_s"})
+                         "rollout_tokens_per_s", "train_tokens_per_s", "stage_s", "test_eval_s"})
 
 
 def without_timing(value: Any) -> Any:

@@ -30,11 +30,12 @@ seed, the round and the iteration; the validation rewrite and INSERTTOOL are det
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -335,9 +336,20 @@ def _teacher(ctx: _RunContext) -> TeacherAbstractor:
 
 
 #: Round-record keys report.json keeps beside the report schema's (``ROUND_KEYS``).
-_REPORTED_EXTRA_KEYS = ("val_per_category", "proposal_val_accuracy")
+_REPORTED_EXTRA_KEYS = ("val_per_category", "proposal_val_accuracy", "stage_s")
 _KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses",
                    "val_per_category")
+
+
+@contextlib.contextmanager
+def _timed(stage_s: dict[str, float], stage: str) -> Iterator[None]:
+    """Adds the block's wall seconds to ``stage_s[stage]``: the round records' ``stage_s`` say
+    where a round's time went (what the loop's throughput work is measured by)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        stage_s[stage] = stage_s.get(stage, 0.0) + time.perf_counter() - t0
 
 
 def _library_fields(snapshot: LibrarySnapshot) -> dict[str, int]:
@@ -492,19 +504,26 @@ def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
     """Warm library (unless frozen), refactored demonstrations, SFT, the initial evaluation: round
     0's progress, the library, the GRPO learner's state and the KL reference (``None`` without)."""
     t0 = time.perf_counter()
-    library, programs, warm_log = _warm_start(ctx)
-    demos = _sft_demos(ctx, programs, library)
+    stage_s: dict[str, float] = {}
+    with _timed(stage_s, "warm_library"):
+        library, programs, warm_log = _warm_start(ctx)
+    with _timed(stage_s, "play_demos"):
+        demos = _sft_demos(ctx, programs, library)
     warm = {"rounds": warm_log, "seconds": time.perf_counter() - t0, "demos": len(demos)}
-    state = _sft(ctx, demos, writer)
-    ev = loop.evaluate(ctx.sft_learner.model(state), ctx.tokenizer, ctx.domain.val, library, ctx.sandbox,
-                       ctx.settings.rollout, cards=_cards(ctx, library, programs),
-                       reward_config=ctx.settings.reward, seed=ctx.seed, scan_layers=ctx.settings.model.scan_layers)
+    with _timed(stage_s, "sft"):
+        state = _sft(ctx, demos, writer)
+    with _timed(stage_s, "evaluate"):
+        ev = loop.evaluate(ctx.sft_learner.model(state), ctx.tokenizer, ctx.domain.val, library, ctx.sandbox,
+                           ctx.settings.rollout, cards=_cards(ctx, library, programs),
+                           reward_config=ctx.settings.reward, seed=ctx.seed,
+                           scan_layers=ctx.settings.model.scan_layers)
     grpo_state = ctx.grpo_learner.state_from_params(state.params)
     ref = common.frozen_copy(grpo_state.params) if ctx.with_reference else None
     steps = ctx.settings.sft.steps
     writer.write(steps, {"val/accuracy": ev.accuracy})
     record = _round_record(ctx, 0, Outcome.INITIAL, "the SFT planner with the warm library", library, ev, None,
                            sorted(set(library.names()) - ctx.primitive_names), time.perf_counter() - t0)
+    record = {**record, "stage_s": stage_s}
     incumbent = acceptance.initial("round-0", library, ev.accuracy, ev.used_tools)
     run_progress = RunProgress(round=0, global_step=steps, sft_accuracy=ev.accuracy,
                                incumbent=IncumbentRecord.of(incumbent), records=(record,), demo_programs=programs,
@@ -674,11 +693,13 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
 
 def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: LibrarySnapshot,
            library: LibrarySnapshot, mined: Mined, refactored: Refactored, verdict: Verdict,
-           accuracies: Sequence[float], rods_metrics: dict[str, Any] | None, wall_s: float) -> RunProgress:
+           accuracies: Sequence[float], rods_metrics: dict[str, Any] | None, wall_s: float,
+           stage_s: dict[str, float] | None = None) -> RunProgress:
     """The progress after round ``r``: its record (a refused proposal's record carries the kept
     pair's numbers, and the proposal's accuracy beside them; a round that kept only the planner,
     its planner's numbers and the refused pair's accuracy), the decision, the incumbent, the
-    demonstrations (refactored if accepted) and the refused patterns. ``library``: the one kept."""
+    demonstrations (refactored if accepted) and the refused patterns. ``library``: the one kept.
+    ``stage_s``: the round's wall seconds per stage (up to this record)."""
     accepted = verdict.outcome is Outcome.ACCEPT
     rec = _round_record(ctx, r, verdict.outcome, verdict.decision.reason, library, verdict.evaluation,
                         float(np.mean(accuracies)), list(mined.inserted) if accepted else [], wall_s,
@@ -688,7 +709,7 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
                "proposal_val_accuracy": verdict.evaluation.accuracy}
     elif verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.pair_accuracy is not None:
         rec = {**rec, "proposal_val_accuracy": verdict.pair_accuracy}
-    rec = {**rec, "mining": mined.log}
+    rec = {**rec, "mining": mined.log, **({"stage_s": dict(stage_s)} if stage_s is not None else {})}
     return dataclasses.replace(
         before, round=r, global_step=refactored.step, records=(*before.records, rec),
         decisions=(*before.decisions, verdict.decision.to_record()), incumbent=IncumbentRecord.of(verdict.incumbent),
@@ -706,20 +727,28 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
     while run_progress.round < last:
         r = run_progress.round + 1
         t_round = time.perf_counter()
+        stage_s: dict[str, float] = {}
         cards = _cards(ctx, library, run_progress.demo_programs)
-        trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer)
-        mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
-        refactored = refactor_and_refresh(ctx, r, library, cards, run_progress.demo_programs, mined, trained)
-        verdict = decide(ctx, r, run_progress.incumbent.incumbent(library), library, cards, mined, refactored,
-                         trained)
-        if verdict.state is not None:
-            state = verdict.state
-        else:  # back to the incumbent planner: the last checkpoint's
-            state = common.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step, ref is not None)[0]
+        with _timed(stage_s, "grpo"):
+            trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer)
+        with _timed(stage_s, "mine"):
+            mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
+        with _timed(stage_s, "refactor_and_refresh"):
+            refactored = refactor_and_refresh(ctx, r, library, cards, run_progress.demo_programs, mined, trained)
+        with _timed(stage_s, "decide"):
+            verdict = decide(ctx, r, run_progress.incumbent.incumbent(library), library, cards, mined, refactored,
+                             trained)
+        with _timed(stage_s, "incumbent_state"):
+            if verdict.state is not None:
+                state = verdict.state
+            else:  # back to the incumbent planner: the last checkpoint's
+                state = common.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step,
+                                             ref is not None)[0]
         kept = mined.library if verdict.outcome is Outcome.ACCEPT else library
-        rods_metrics = tasks.end_epoch(kept)
+        with _timed(stage_s, "curriculum"):
+            rods_metrics = tasks.end_epoch(kept)
         run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,
-                              rods_metrics, time.perf_counter() - t_round)
+                              rods_metrics, time.perf_counter() - t_round, stage_s)
         library = kept
         writer.write(run_progress.global_step, _round_scalars(run_progress.last_record, verdict.outcome, rods_metrics))
         _save(ctx, run_progress, library, state, ref)
@@ -735,13 +764,15 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     """The final test evaluation of the incumbent (the loop's last state: the accepted planner),
     report.json, plots and the DAG drawing."""
     cards = _cards(ctx, library, run_progress.demo_programs)
+    t_test = time.perf_counter()
     test = _evaluate(ctx, state, library, ctx.domain.test, cards)
+    test_eval_s = time.perf_counter() - t_test
     rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS or k in _REPORTED_EXTRA_KEYS}
               for rec in run_progress.records]
     wall = sum(float(rec["wall_s"]) for rec in run_progress.records)
     extra = {"test_accuracy": test.accuracy, "frozen_library": ctx.frozen_library,
              "decisions": list(run_progress.decisions), "warm": run_progress.warm,
-             "wall_s_this_process": time.perf_counter() - t_process,
+             "wall_s_this_process": time.perf_counter() - t_process, "test_eval_s": test_eval_s,
              "retrieval": common.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
              "test_outcomes": test.outcomes(),
              "test_per_category": common.per_category(ctx.domain, ctx.domain.test, test),

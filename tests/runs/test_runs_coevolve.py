@@ -62,6 +62,19 @@ def test_round_records_hold_validation_accuracy_per_depth(full):
         assert abs(sum(v["n"] * v["accuracy"] for v in per.values()) / n - rec["val_accuracy"]) < 1e-9
 
 
+def test_round_records_say_where_the_time_went(full):
+    """Each record's ``stage_s``: the stages' wall seconds, within the round's own wall time."""
+    _, report = full
+    first, *rounds = report["per_round"]
+    assert set(first["stage_s"]) == {"warm_library", "play_demos", "sft", "evaluate"}
+    for rec in rounds:
+        assert set(rec["stage_s"]) == {"grpo", "mine", "refactor_and_refresh", "decide", "incumbent_state",
+                                       "curriculum"}
+        assert all(s >= 0.0 for s in rec["stage_s"].values())
+        assert sum(rec["stage_s"].values()) <= rec["wall_s"] + 1e-6
+    assert 0.0 < report["test_eval_s"] <= report["wall_s_this_process"]
+
+
 def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
     report = coevolve.run(tiny_config(coevolve__frozen_library=True, rods__enabled=False, coevolve__rounds=1),
                           tmp_path, progress=False)
