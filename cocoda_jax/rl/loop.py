@@ -99,24 +99,28 @@ def sft_batch(episodes: Sequence[T.TokenizedEpisode], batch_size: int, step: int
 
 def sft_phase(learner: Learner, state: TrainState, episodes: Sequence[T.TokenizedEpisode], *, steps: int,
               batch_size: int, seed: int, rc: RolloutConfig, pad_id: int,
-              on_step: Callable[[int, TrainState, dict], None] | None = None) -> TrainState:
-    """SFT steps from ``state.step`` up to ``steps``; ``on_step(step, state, metrics)`` after each
-    (metrics on the host) for logging and checkpoints.
+              on_step: Callable[[int, dict], None] | None = None) -> TrainState:
+    """SFT steps from ``state.step`` up to ``steps``; ``on_step(step, metrics)`` for each, in order
+    (metrics on the host), for logging; a checkpoint is the caller's, between calls.
 
-    The host builds step ``k + 1``'s batch while the device runs step ``k`` (dispatch is
-    asynchronous), and only then reads step ``k``'s metrics and calls ``on_step``, which waits for
-    the device: the batch work is hidden instead of following every step. ``on_step`` still runs
-    before the next step is dispatched, so it sees a state that step has not yet donated."""
-    done = None  # (step, state, metrics on the device) not yet handed to on_step
+    The device never waits for the host between steps: step ``k + 1``'s batch is built while the
+    device runs step ``k`` (dispatch is asynchronous), step ``k + 1`` is dispatched, and only then
+    are step ``k``'s metrics read (the one wait for the device, with the next step already queued)
+    and handed to ``on_step``: logging runs one step behind. Without ``on_step`` nothing is read."""
+    pending = None  # (step, metrics on the device) not yet handed to on_step
     for step in range(int(state.step), steps):
         batch = sft_batch(episodes, batch_size, step, seed, rc, pad_id)
-        if done is not None and on_step is not None:
-            on_step(done[0], done[1], {k: float(v) for k, v in jax.device_get(done[2]).items()})
         state, metrics = learner.sft_step(state, batch)
-        done = (step + 1, state, metrics)
-    if done is not None and on_step is not None:
-        on_step(done[0], done[1], {k: float(v) for k, v in jax.device_get(done[2]).items()})
+        if pending is not None and on_step is not None:
+            on_step(pending[0], _host_scalars(pending[1]))
+        pending = (step + 1, metrics)
+    if pending is not None and on_step is not None:
+        on_step(pending[0], _host_scalars(pending[1]))
     return state
+
+
+def _host_scalars(metrics: dict[str, jax.Array]) -> dict[str, float]:
+    return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -162,6 +162,12 @@ class _RunContext:
     primitive_names: frozenset[str]
     show_progress: bool
     cards_cache: dict = dataclasses.field(default_factory=dict)
+    #: The stored demonstrations over the incumbent library, by (task id, program): their played
+    #: trajectories (stage 2; a resumed process's first round; read as traces on first use), their
+    #: traces (an accepted round's refactoring), ``None`` for one that did not replay correctly. A
+    #: round refactors them without playing them again in the sandbox (:func:`stored_traces`).
+    demo_traces: dict[tuple[str, str], Trace | trajectory.Trajectory | None] = \
+        dataclasses.field(default_factory=dict)
     teacher: TeacherAbstractor | None = None  # built on first use (coevolve.proposers "teacher"/"both")
 
     @property
@@ -172,6 +178,11 @@ class _RunContext:
     def frozen_library(self) -> bool:
         """The baseline: no warm library, no mining (``coevolve.frozen_library``)."""
         return self.settings.coevolve.frozen_library
+
+    @property
+    def library_grows(self) -> bool:
+        """The rounds may insert composites, hence refactor the stored demonstrations."""
+        return not self.frozen_library and self.settings.coevolve.mine_in_rounds
 
     @property
     def with_reference(self) -> bool:
@@ -285,22 +296,47 @@ def _trace(ctx: _RunContext, played: trajectory.Trajectory, library: LibrarySnap
 
 
 def _demo_trajectories(ctx: _RunContext, programs: Sequence[tuple[str, str]], snapshot: LibrarySnapshot,
-                       cards: PromptCards) -> list[trajectory.Trajectory]:
+                       cards: PromptCards, *, remember: bool = False) -> list[trajectory.Trajectory]:
     """Stored (task id, program) pairs played in the sandbox over ``snapshot`` under the prompts
-    ``cards`` give; the correct ones."""
+    ``cards`` give; the correct ones. ``remember``: ``snapshot`` is the incumbent library and
+    ``programs`` stored demonstrations; their plays go to ``ctx.demo_traces``."""
     if not programs:
         return []
     tasks = [ctx.task(i) for i, _ in programs]
     played = play_programs(tasks, [p for _, p in programs], snapshot, ctx.sandbox, cards=cards)
+    if remember:
+        for pair, t in zip(programs, played):
+            ctx.demo_traces[tuple(pair)] = t if t.correct else None
     return [t for t in played if t.correct]
 
 
+def stored_traces(ctx: _RunContext, programs: Sequence[tuple[str, str]], library: LibrarySnapshot,
+                  cards: PromptCards) -> list[Trace]:
+    """The traces of the stored demonstrations ``programs`` over the incumbent ``library`` that
+    replay correctly, in order. Only those ``ctx.demo_traces`` lacks are played in the sandbox: in
+    one process, none after stage 2 (an accepted round's refactored traces are what their programs
+    replay to: the composites were validated on these very uses)."""
+    pairs = [tuple(p) for p in programs]
+    missing = [p for p in pairs if p not in ctx.demo_traces]
+    if missing:
+        _demo_trajectories(ctx, missing, library, cards, remember=True)
+    traces = []
+    for p in pairs:
+        known = ctx.demo_traces[p]
+        if isinstance(known, trajectory.Trajectory):
+            known = ctx.demo_traces[p] = _trace(ctx, known, library)
+        if known is not None:
+            traces.append(known)
+    return traces
+
+
 def _sft_demos(ctx: _RunContext, programs: Sequence[tuple[str, str]], snapshot: LibrarySnapshot,
-               usage_programs: Any = None) -> list[trajectory.TokenizedEpisode]:
+               usage_programs: Any = None, *, remember: bool = False) -> list[trajectory.TokenizedEpisode]:
     """SFT records of ``programs`` over ``snapshot``; the prompts' usage evidence is
-    ``usage_programs`` (default: ``programs``), the library's whole stored demonstration set."""
+    ``usage_programs`` (default: ``programs``), the library's whole stored demonstration set.
+    ``remember``: as :func:`_demo_trajectories`."""
     cards = _cards(ctx, snapshot, programs if usage_programs is None else usage_programs)
-    played = _demo_trajectories(ctx, programs, snapshot, cards)
+    played = _demo_trajectories(ctx, programs, snapshot, cards, remember=remember)
     return loop.demonstration_records([t.segments() for t in played], ctx.tokenizer, ctx.settings.rollout)
 
 
@@ -486,7 +522,7 @@ def _sft(ctx: _RunContext, demos: list[trajectory.TokenizedEpisode], writer: Met
     steps = ctx.settings.sft.steps
     bar = _bar(steps, 0, "stage 2: SFT", ctx.show_progress)
 
-    def on_step(step, st, metrics):
+    def on_step(step, metrics):
         writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
@@ -508,7 +544,7 @@ def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
     with _timed(stage_s, "warm_library"):
         library, programs, warm_log = _warm_start(ctx)
     with _timed(stage_s, "play_demos"):
-        demos = _sft_demos(ctx, programs, library)
+        demos = _sft_demos(ctx, programs, library, remember=ctx.library_grows)
     warm = {"rounds": warm_log, "seconds": time.perf_counter() - t0, "demos": len(demos)}
     with _timed(stage_s, "sft"):
         state = _sft(ctx, demos, writer)
@@ -562,12 +598,13 @@ class Mined:
 
 @dataclasses.dataclass(frozen=True)
 class Refactored:
-    """The stored demonstrations rewritten to call the inserted composites, and the state (and
-    global step) after the SFT refresh on them."""
+    """The stored demonstrations rewritten to call the inserted composites (and their traces, aligned;
+    empty when nothing was inserted), and the state (and global step) after the SFT refresh on them."""
 
     programs: ProgramPairs
     state: TrainState
     step: int
+    traces: tuple[Trace, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -642,11 +679,9 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
     inserted: the planner must learn to call it)."""
     if not mined.accepted:
         return Refactored(tuple(tuple(p) for p in demo_programs), trained.state, trained.step)
-    programs = []
-    for played in _demo_trajectories(ctx, demo_programs, library, cards):
-        tr = fold_all(_trace(ctx, played, library), mined.accepted)
-        programs.append((tr.task_id, tr.program()))
-    refactored = Refactored(tuple(programs), trained.state, trained.step)
+    folded = tuple(fold_all(tr, mined.accepted) for tr in stored_traces(ctx, demo_programs, library, cards))
+    programs = [(tr.task_id, tr.program()) for tr in folded]
+    refactored = Refactored(tuple(programs), trained.state, trained.step, folded)
     co = ctx.settings.coevolve
     refresh = co.refresh_sft_steps
     if refresh <= 0:
@@ -745,6 +780,8 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
                 state = common.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step,
                                              ref is not None)[0]
         kept = mined.library if verdict.outcome is Outcome.ACCEPT else library
+        if verdict.outcome is Outcome.ACCEPT and mined.accepted:  # the new stored set's traces over `kept`
+            ctx.demo_traces = dict(zip(refactored.programs, refactored.traces))
         with _timed(stage_s, "curriculum"):
             rods_metrics = tasks.end_epoch(kept)
         run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,

@@ -182,7 +182,7 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
     bar = _progress_bar(steps, int(state.step), "SFT", job.show_progress)
     every = job.settings.checkpoint.every_sft_steps
 
-    def on_step(step, st, metrics):
+    def on_step(step, metrics):
         writer.write(step, {f"sft/{k}": v for k, v in metrics.items()})
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")

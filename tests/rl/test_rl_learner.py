@@ -207,8 +207,8 @@ def test_sft_on_synthetic_math_demonstrations_lowers_the_loss(math_library):
 
 
 def test_sft_phase_overlaps_batches_but_reports_every_step_in_order(small_model):
-    """The pipelined phase (next batch built while the device runs) gives the plain loop's params,
-    and hands on_step each step's own state, readable (not yet donated), with host metrics."""
+    """The pipelined phase (next batch built and next step queued while the device runs) gives the
+    plain loop's params, and hands on_step each step's own metrics, on the host, in order."""
     from cocoda_jax.rl import loop
 
     rng = np.random.default_rng(3)
@@ -218,21 +218,23 @@ def test_sft_phase_overlaps_batches_but_reports_every_step_in_order(small_model)
     learner = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG))
     seen = []
 
-    def on_step(step, state, metrics):
-        assert int(state.step) == step and all(isinstance(v, float) for v in metrics.values())
-        seen.append((step, jax.device_get(state.params)))
+    def on_step(step, metrics):
+        assert all(isinstance(v, float) for v in metrics.values())
+        seen.append((step, metrics))
 
     piped = loop.sft_phase(learner, learner.init_state(), episodes, steps=4, batch_size=4, seed=5, rc=rc, pad_id=0,
                            on_step=on_step)
     state = learner.init_state()
     plain = []
     for step in range(4):
-        state, _ = learner.sft_step(state, loop.sft_batch(episodes, 4, step, 5, rc, 0))
-        plain.append(jax.device_get(state.params))
+        state, metrics = learner.sft_step(state, loop.sft_batch(episodes, 4, step, 5, rc, 0))
+        plain.append({k: float(v) for k, v in jax.device_get(metrics).items()})
     assert [s for s, _ in seen] == [1, 2, 3, 4]
-    for (_, got), want in zip(seen, plain):
-        jax.tree.map(np.testing.assert_array_equal, got, want)
-    jax.tree.map(np.testing.assert_array_equal, jax.device_get(piped.params), plain[-1])
+    assert [m for _, m in seen] == plain
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(piped.params), jax.device_get(state.params))
+    resumed = loop.sft_phase(learner, learner.init_state(), episodes, steps=2, batch_size=4, seed=5, rc=rc, pad_id=0)
+    resumed = loop.sft_phase(learner, resumed, episodes, steps=4, batch_size=4, seed=5, rc=rc, pad_id=0)
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(resumed.params), jax.device_get(state.params))
 
 
 def test_remat_gives_the_same_steps(small_model):

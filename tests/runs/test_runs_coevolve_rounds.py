@@ -99,3 +99,37 @@ def test_growth_that_pays_keeps_the_refreshed_planner_and_the_new_library(monkey
     scores = {("refreshed", "new"): 0.30, ("grpo only", "old"): 0.40}  # both below 0.50 - 0.04
     verdict, _ = _decide_with_scores(monkeypatch, scores, AcceptanceConfig(tolerance=0.04))
     assert verdict.outcome is Outcome.REJECT and verdict.state is None
+
+
+def test_a_round_refactors_the_stored_demonstrations_without_playing_them_again(tmp_path, monkeypatch):
+    """Stage 2 plays the stored demonstrations once; a round that inserts a composite refactors them
+    from their remembered traces and plays only the refresh sample in the sandbox. The refactored
+    traces are exactly what their programs replay to over the grown library (checked by playing them)."""
+    from configs import chaos
+
+    played, checked = [], []
+    real_play, real_refactor = coevolve.play_programs, coevolve.refactor_and_refresh
+
+    def play(tasks, programs, *args, **kwargs):
+        played.append(len(programs))
+        return real_play(tasks, programs, *args, **kwargs)
+
+    def refactor(ctx, r, library, cards, demo_programs, mined, trained):
+        out = real_refactor(ctx, r, library, cards, demo_programs, mined, trained)
+        if mined.accepted:
+            n = len(played)
+            fresh = dataclasses.replace(ctx, demo_traces={})
+            replayed = coevolve.stored_traces(fresh, out.programs, mined.library,
+                                              coevolve._cards(ctx, mined.library, out.programs))
+            del played[n:]  # this check's own play
+            checked.append((len(out.programs), replayed == list(out.traces)))
+        return out
+
+    monkeypatch.setattr(coevolve, "play_programs", play)
+    monkeypatch.setattr(coevolve, "refactor_and_refresh", refactor)
+    config = chaos.get_config()
+    config.coevolve.rounds, config.coevolve.refresh_demos, config.rods.enabled = 1, 3, False
+    report = coevolve.run(config, tmp_path, progress=False)
+    assert report["per_round"][1]["stage_s"]["refactor_and_refresh"] > 0
+    assert checked and checked[0][0] >= 3 and checked[0][1], checked  # round 1 inserted a composite
+    assert played == [config.sft.n_demos, 3]  # stage 2: every stored demonstration; round 1: the refresh sample
