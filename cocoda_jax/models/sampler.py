@@ -89,18 +89,35 @@ def bucket_size(n: int, minimum: int = 8) -> int:
     return b
 
 
+def first_argmax(x):
+    """``jnp.argmax(x, axis=-1)`` (the first index of the maximum) as two plain reductions, a max
+    then a min over the indices that reach it: on the CPU the argmax's (value, index) reduction
+    runs element by element, these two vectorise (the sampler's per-token cost; same indices for
+    any input without NaN)."""
+    top = jnp.max(x, axis=-1, keepdims=True)
+    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+    return jnp.min(jnp.where(x == top, idx, x.shape[-1]), axis=-1).astype(jnp.int32)
+
+
+def categorical(key, logits):
+    """A draw from ``softmax(logits)`` over the last axis, bit for bit
+    ``jax.random.categorical(key, logits)`` (the same Gumbel noise from ``key``, the same first
+    maximum) with :func:`first_argmax` for its argmax."""
+    return first_argmax(jax.random.gumbel(key, logits.shape, logits.dtype) + logits)
+
+
 def sample_logits(key, logits, temperature, top_k, top_p, greedy):
     """One token per row from fp32 logits [b, v]; all knobs may be traced."""
     logits = logits.astype(jnp.float32)
 
     def plain():  # no truncation: no sort over the vocabulary
-        return jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6), axis=-1).astype(jnp.int32)
+        return categorical(key, logits / jnp.maximum(temperature, 1e-6))
 
     def sampled():
         return jax.lax.cond((top_k > 0) | (top_p < 1.0),
                             lambda: _sample_truncated(key, logits, temperature, top_k, top_p), plain)
 
-    return jax.lax.cond(greedy, lambda: jnp.argmax(logits, axis=-1).astype(jnp.int32), sampled)
+    return jax.lax.cond(greedy, lambda: first_argmax(logits), sampled)
 
 
 def _sample_truncated(key, logits, temperature, top_k, top_p):
@@ -116,7 +133,7 @@ def _sample_truncated(key, logits, temperature, top_k, top_p):
     keep = before < top_p
     thr = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
     scaled = jnp.where(scaled < thr, -jnp.inf, scaled)
-    return jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+    return categorical(key, scaled)
 
 
 def _append_fn(graphdef, params, cache, last_logits, pos, tokens, mask, *, scan=False):
@@ -138,6 +155,7 @@ def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperatu
     model = nnx.merge(graphdef, params)
     b = pos.shape[0]
     size = cache.size
+    layers = None if scan else model.layer_states()  # sliced once here, not in every step of the loop
 
     def cond(c):
         i, cache, _, _, done, _, _, _ = c
@@ -152,7 +170,7 @@ def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperatu
         tok = jnp.where(live, tok, pad_id)
         toks = toks.at[:, i].set(tok)
         lps = lps.at[:, i].set(jnp.where(live, lp, 0.0))
-        logits, cache = model.decode(tok[:, None], pos[:, None], live[:, None], cache, scan=scan)
+        logits, cache = model.decode(tok[:, None], pos[:, None], live[:, None], cache, scan=scan, layers=layers)
         last_logits = jnp.where(live[:, None], logits[:, 0], last_logits)
         pos = pos + live
         done = done | (live & jnp.any(tok[:, None] == stop_ids[None, :], axis=1))

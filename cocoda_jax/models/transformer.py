@@ -355,12 +355,15 @@ class Transformer(nnx.Module):
         return x if hidden else self._logits(x)
 
     # -- cached forward
-    def decode(self, tokens, positions, token_mask, cache: KVCache, *, scan: bool = False):
+    def decode(self, tokens, positions, token_mask, cache: KVCache, *, scan: bool = False,
+               layers: tuple | None = None):
         """Appends tokens [b, t] (positions [b, t], token_mask [b, t]) at slot cache.end.
 
         Returns fp32 logits [b, t, v] and the updated cache. Each query attends to every
         valid slot up to its own; masked tokens are written but never attended to. ``scan``: the
-        layers as one ``lax.scan`` carrying the whole cache (as in :meth:`__call__`).
+        layers as one ``lax.scan`` carrying the whole cache (as in :meth:`__call__`). ``layers``
+        (unrolled decode only): the layers' states already sliced out of the stacked weights
+        (:meth:`layer_states`), so a decode loop slices them once, before the loop, not per token.
         """
         b, t = tokens.shape
         s = cache.size
@@ -369,6 +372,11 @@ class Transformer(nnx.Module):
         q_slot = end + jnp.arange(t)
         mask = valid[:, None, :] & (jnp.arange(s)[None, None, :] <= q_slot[None, :, None])
         graphdef, state = nnx.split(self.layers)
+        if layers is not None and (scan or len(layers) != self.cfg.n_layers):
+            raise ValueError(f"sliced layer states are for the unrolled decode of {self.cfg.n_layers} layers, "
+                             f"got {len(layers)} with scan={scan}")
+        if layers is None and not scan:
+            layers = tuple(layer_state(state, i) for i in range(self.cfg.n_layers))
 
         def layer(st, x, kc, vc, i=None):
             return nnx.merge(graphdef, st).cached(x, positions, mask, kc, vc, end, i)
@@ -384,15 +392,20 @@ class Transformer(nnx.Module):
         elif cache.stacked:
             ks, vs = cache.k, cache.v
             for i in range(self.cfg.n_layers):
-                x, ks, vs = layer(layer_state(state, i), x, ks, vs, i)
+                x, ks, vs = layer(layers[i], x, ks, vs, i)
         else:  # one buffer per layer, each updated in place
             ks, vs = [], []
             for i in range(self.cfg.n_layers):
-                x, kc, vc = layer(layer_state(state, i), x, cache.k[i], cache.v[i])
+                x, kc, vc = layer(layers[i], x, cache.k[i], cache.v[i])
                 ks.append(kc)
                 vs.append(vc)
             ks, vs = tuple(ks), tuple(vs)
         return self._logits(x), KVCache(k=ks, v=vs, valid=valid, end=end + t)
+
+    def layer_states(self) -> tuple:
+        """Each layer's state, sliced out of the stacked weights (for :meth:`decode`'s ``layers``)."""
+        state = nnx.state(self.layers)
+        return tuple(layer_state(state, i) for i in range(self.cfg.n_layers))
 
 
 # ------------------------------------------------------------------------ helpers

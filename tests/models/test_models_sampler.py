@@ -5,10 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cocoda_jax.models import ModelConfig, create_model, token_log_probs
 from cocoda_jax.models.sampler import (CacheFullError, Sampler, SamplerError, SamplingParams,
-                                       bucket_size, sample_logits)
+                                       bucket_size, categorical, first_argmax, sample_logits)
 from cocoda_jax.models.transformer import KVCache
 
 CFG = ModelConfig(family="qwen3", vocab_size=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2,
@@ -308,3 +310,38 @@ def test_the_unrolled_decode_reads_a_stacked_cache_as_it_reads_per_layer_buffers
     chex.assert_trees_all_close(out[True], out[False], atol=1e-6)
     with pytest.raises(ValueError, match="stacked KVCache"):
         model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16), scan=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(st.sampled_from([-np.inf, -2.0, 0.0, 0.5, 3.0, 3.0]), min_size=1, max_size=9),
+                     min_size=1, max_size=4).filter(lambda r: len({len(x) for x in r}) == 1))
+def test_first_argmax_is_argmax_with_its_tie_rule(rows):
+    """Ties (and all -inf rows) go to the first index, as ``jnp.argmax``: the sampler's greedy and
+    Gumbel draws are what they were with it."""
+    x = jnp.asarray(rows, jnp.float32)
+    np.testing.assert_array_equal(np.asarray(first_argmax(x)), np.asarray(jnp.argmax(x, axis=-1)))
+
+
+def test_categorical_draws_jax_random_categoricals_tokens_bit_for_bit():
+    logits = jax.random.normal(jax.random.key(1), (6, 97)) * 3.0
+    logits = logits.at[0, 5:].set(-jnp.inf)  # a row with few live entries
+    for i in range(20):
+        key = jax.random.key(i)
+        np.testing.assert_array_equal(np.asarray(categorical(key, logits)),
+                                      np.asarray(jax.random.categorical(key, logits, axis=-1)))
+
+
+def test_a_decode_given_the_sliced_layer_states_computes_what_it_slices_itself(model):
+    """The sampler's loop slices each layer's weights out of the stacked state once (``layers=``);
+    the logits and cache are exactly those of a decode that slices them in place; wrong use is a
+    typed error."""
+    ids = jax.random.randint(jax.random.key(9), (2, 5), 0, CFG.vocab_size)
+    pos = jnp.broadcast_to(jnp.arange(5), (2, 5))
+    mask = jnp.ones((2, 5), bool)
+    plain = jax.jit(lambda c: model.decode(ids, pos, mask, c))(KVCache.zeros(CFG, 2, 16))
+    sliced = jax.jit(lambda c: model.decode(ids, pos, mask, c, layers=model.layer_states()))(KVCache.zeros(CFG, 2, 16))
+    chex.assert_trees_all_equal(sliced, plain)
+    with pytest.raises(ValueError, match="unrolled decode"):
+        model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16), layers=model.layer_states()[:1])
+    with pytest.raises(ValueError, match="unrolled decode"):
+        model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16, stacked=True), scan=True, layers=model.layer_states())
