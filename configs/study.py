@@ -3,7 +3,7 @@
     python -m launch.study --workdir=/tmp/study                    # preset "default"
     python -m launch.study --workdir=/tmp/study_smoke --preset=smoke
     python -m launch.study --config=configs/study.py:smoke --workdir=DIR --config.run.sft.steps=8
-    python -m launch.study --workdir=/tmp/study --workers=4   # cells 4 at a time (for a machine with more cores)
+    python -m launch.study --workdir=/tmp/study --workers=2 --pin_cores   # 2 cells at a time, a core each (1.5x)
 
 Sections: ``run`` (the run config every cell starts from; each arm's overrides and the cell's seed
 are applied to a copy), ``seeds`` (each cell sets ``run.seed`` and ``run.domain.seed`` to it),
@@ -13,8 +13,9 @@ intervals) and ``bootstrap_seed``.
 Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (10 arms
 x 3 seeds = 30 cells; measured cells: cocoda 12.6 min, frozen_library 9.8 min on 2 idle cores, so the
 whole preset is about 5-6 hours one cell at a time, not the 2 hours issue 13 asks for). ``--workers=N``
-runs N cells at a time, each in its own process; on 2 cores it does not help (measured 2026-12-03: two
-default cells side by side each used one full core and ran 1.8-2.8x slower than alone; docs/study.md).
+runs N cells at a time, each in its own process; on 2 cores only with ``--pin_cores`` (a core each) does it
+help: 1.49x the throughput, measured 2026-12-03 (unpinned, two cells side by side ran 1.8-2.8x slower than
+alone; docs/study.md), so about 3.5-4 hours for the whole preset.
 ``deep``: the same with tasks of 1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the
 turn limit from primitives alone (issue 13 item 3; ``python -m launch.turn_ceiling`` measures it), a 512-token context and 600 SFT
 steps. ``smoke``: configs/tiny.py's budgets, 8 test tasks, cocoda and frozen_library, one seed (a few

@@ -4,7 +4,7 @@ r"""The study of issue 13: every available arm x seed as one co-evolution run, t
     python -m launch.study --workdir=/tmp/study                       # configs/study.py, preset default
     python -m launch.study --workdir=/tmp/study_smoke --preset=smoke  # minutes on the CPU
     python -m launch.study --workdir=DIR --arms=cocoda,no_gar --seeds=13,42
-    python -m launch.study --workdir=/tmp/study --workers=2 --threads_per_worker=1  # 2 cells at a time
+    python -m launch.study --workdir=/tmp/study --workers=2 --pin_cores  # 2 cells at a time, a core each
 
 Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
 its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``. With
@@ -36,6 +36,8 @@ _WORKERS = flags.DEFINE_integer("workers", 1, "Cells run at a time, each in its 
 _THREADS = flags.DEFINE_integer("threads_per_worker", None, "With --workers > 1: OMP/MKL/OpenBLAS threads of each "
                                 "cell's process; 1 also turns off XLA's multi-threaded CPU ops "
                                 "(unset: the environment is left alone).", lower_bound=1)
+_PIN = flags.DEFINE_bool("pin_cores", False, "With --workers > 1: each cell's process keeps to its own share of "
+                         "the cores (no two cells on one core; XLA's threads sized to the share).")
 
 
 def _config():
@@ -67,7 +69,7 @@ def main(argv) -> None:
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
     study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
                                 log=lambda line: print(line, flush=True), workers=_WORKERS.value,
-                                threads_per_worker=_THREADS.value)
+                                threads_per_worker=_THREADS.value, pin_cores=_PIN.value)
     print(json.dumps(study, indent=2))
 
 

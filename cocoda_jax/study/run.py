@@ -144,6 +144,16 @@ SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thr
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
+def core_slots(available: Sequence[int], workers: int) -> list[frozenset[int]]:
+    """``workers`` disjoint sets of the ``available`` cores, as equal as the count allows (the cores
+    left over go unused), one per worker slot of ``pin_cores``; fewer cores than workers is an error."""
+    cores = sorted(int(c) for c in available)
+    if workers > len(cores):
+        raise ValueError(f"pin_cores needs a core per worker: {workers} workers, {len(cores)} cores ({cores})")
+    k = len(cores) // workers
+    return [frozenset(cores[j * k:(j + 1) * k]) for j in range(workers)]
+
+
 def _check_workers(workers: int, threads_per_worker: int | None, runner: Runner | None) -> int:
     """``workers`` as an int >= 1; a runner that cannot reach a spawned child is refused here,
     before anything runs."""
@@ -187,8 +197,12 @@ def _worker_env(threads_per_worker: int | None) -> Iterator[None]:
 
 
 def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, kwargs: Mapping[str, Any],
-              study_dir: Path) -> tuple[dict[str, Any], float]:
-    """One prefix or cell in a spawned child: ``(the runner's report, its seconds)``."""
+              study_dir: Path, cpus: frozenset[int] | None = None) -> tuple[dict[str, Any], float]:
+    """One prefix or cell in a spawned child: ``(the runner's report, its seconds)``. ``cpus``: the
+    child keeps to these cores; set before its first JAX computation, so XLA sizes its CPU thread
+    pool to them."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     from cocoda_jax.runs.logs import route_logs
     route_logs(study_dir)
     t0 = time.perf_counter()
@@ -198,7 +212,8 @@ def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, 
 
 def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
                   runner: Runner, log: Callable[[str], None], workers: int, threads_per_worker: int | None,
-                  times: dict[str, float], reports: dict[tuple[str, int], Mapping[str, Any]]) -> None:
+                  times: dict[str, float], reports: dict[tuple[str, int], Mapping[str, Any]],
+                  pin_cores: bool = False) -> None:
     """``run_study``'s cells with ``workers`` > 1 (its docstring): fills ``times`` (and
     cell_times.json) and ``reports``; raises the first failure once nothing runs any more."""
     n = len(cells)
@@ -218,6 +233,10 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
     prefix_s: dict[str, float] = {}
     running: dict[futures.Future, tuple[str, Any]] = {}
     left, failure = len(todo), None
+    # each running child's cores (pin_cores), handed back when it ends
+    free_slots: list[frozenset[int] | None] = (core_slots(os.sched_getaffinity(0), workers) if pin_cores
+                                               else [None] * workers)
+    slot_of: dict[futures.Future, frozenset[int] | None] = {}
 
     def submit(pool: futures.ProcessPoolExecutor) -> bool:
         if pending_prefixes:
@@ -225,7 +244,9 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             seed, members, pdir = groups[g]
             log(f"seed {seed}: stages 1-2 once for {'+'.join(a.name for a in members)} ...")
             config = A.cell_config(study_config.run, members[0], seed)
-            running[pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir)] = ("prefix", g)
+            cpus = free_slots.pop(0)
+            fut = pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir, cpus)
+            running[fut], slot_of[fut] = ("prefix", g), cpus
             return True
         for k, (i, arm, seed) in enumerate(pending_cells):
             key = f"{arm.name}/seed_{seed}"
@@ -236,7 +257,9 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             kwargs = {"allow_config_change": True} if _from_prefix(cdir) else {}
             log(f"[{i}/{n}] {key}: running ...")
             config = A.cell_config(study_config.run, arm, seed)
-            running[pool.submit(_in_child, runner, config, cdir, kwargs, workdir)] = ("cell", (i, arm, seed))
+            cpus = free_slots.pop(0)
+            fut = pool.submit(_in_child, runner, config, cdir, kwargs, workdir, cpus)
+            running[fut], slot_of[fut] = ("cell", (i, arm, seed)), cpus
             return True
         return False
 
@@ -252,6 +275,7 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             order = list(running)  # submission order
             for fut in sorted(done, key=order.index):
                 kind, what = running.pop(fut)
+                free_slots.append(slot_of.pop(fut))
                 try:
                     report, seconds = fut.result()
                 except BaseException as e:  # the others still finish; the first failure is raised at the end
@@ -286,7 +310,7 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
 def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, arms: Sequence[str] | None = None,
               seeds: Sequence[int] | None = None, runner: Runner | None = None, depth_fn: DepthFn | None = None,
               log: Callable[[str], None] = print, workers: int = 1,
-              threads_per_worker: int | None = None) -> dict[str, Any]:
+              threads_per_worker: int | None = None, pin_cores: bool = False) -> dict[str, Any]:
     """Runs (or reads back) every cell, writes ``study.json``, ``study.md`` and ``plots/`` under
     ``workdir`` and returns study.json's dict. ``arms``/``seeds`` default to the config's;
     ``runner``/``depth_fn`` default to coevolve.run / :func:`task_depths` (tests pass fakes).
@@ -306,8 +330,15 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     when it is 1, ``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` added to
     ``XLA_FLAGS`` (XLA's CPU backend has no flag for a thread count above 1, so N > 1 leaves XLA at
     its default). These are set in this process's environment while the children are started (a
-    child may import jax before any code of ours runs in it) and restored after."""
+    child may import jax before any code of ours runs in it) and restored after.
+
+    ``pin_cores`` (only with N > 1): the cores this process may use are split into N disjoint sets
+    (:func:`core_slots`) and each child keeps to one (``os.sched_setaffinity``), so N cells never
+    share a core and XLA sizes each child's thread pool to its own cores; fewer cores than N is a
+    ValueError before anything runs."""
     workers = _check_workers(workers, threads_per_worker, runner)
+    if pin_cores and workers > 1:
+        core_slots(os.sched_getaffinity(0), workers)  # enough cores, checked before anything runs
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     runner = runner or _coevolve_runner
@@ -326,10 +357,12 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     times: dict[str, float] = _read_json(times_path, {})
     reports: dict[tuple[str, int], Mapping[str, Any]] = {}
     if workers > 1:
-        _run_parallel(study_config, workdir, cells, runner, log, workers, threads_per_worker, times, reports)
+        _run_parallel(study_config, workdir, cells, runner, log, workers, threads_per_worker, times, reports,
+                      pin_cores=pin_cores)
     else:
-        if threads_per_worker is not None:
-            log("threads_per_worker applies with workers > 1 only (one worker runs the cells in this process)")
+        if threads_per_worker is not None or pin_cores:
+            log("threads_per_worker and pin_cores apply with workers > 1 only (one worker runs the cells in this "
+                "process)")
         prefix_s = _share_prefixes(study_config, workdir, cells, runner, log)
         for i, (arm, seed) in enumerate(cells, 1):
             key = f"{arm.name}/seed_{seed}"
@@ -402,4 +435,4 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
     return {"seeds": list(seeds), "n_test": int(n_test), "arms": out_arms, "wall_s": float(wall_s)}
 
 
-__all__ = ["REFERENCE", "cell_dir", "run_study", "summarize", "task_depths"]
+__all__ = ["REFERENCE", "cell_dir", "core_slots", "run_study", "summarize", "task_depths"]

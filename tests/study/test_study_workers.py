@@ -30,7 +30,8 @@ def fake_runner(config, workdir, **kw):
     key = f"{workdir.parent.name}/{workdir.name}"
     if os.environ.get(CALLS):
         line = {"key": key, "workdir": str(workdir), "kw": kw, "pid": os.getpid(),
-                "xla_flags": os.environ.get("XLA_FLAGS", ""), "omp": os.environ.get("OMP_NUM_THREADS")}
+                "xla_flags": os.environ.get("XLA_FLAGS", ""), "omp": os.environ.get("OMP_NUM_THREADS"),
+                "cores": sorted(os.sched_getaffinity(0))}
         with open(os.environ[CALLS], "a") as f:
             f.write(json.dumps(line) + "\n")
     if key in os.environ.get(FAIL, "").split(","):
@@ -161,3 +162,33 @@ def test_bad_workers_and_unpicklable_runners_are_refused(tmp_path):
         with pytest.raises(TypeError, match="picklable"):
             R.run_study(cfg, tmp_path, runner=runner, depth_fn=fake_depths, workers=2)
     assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_core_slots_split_the_cores_into_disjoint_equal_sets():
+    assert R.core_slots([3, 1], 2) == [frozenset({1}), frozenset({3})]
+    assert R.core_slots(range(5), 2) == [frozenset({0, 1}), frozenset({2, 3})]  # core 4 left over
+    assert R.core_slots([0, 1, 2, 3], 1) == [frozenset({0, 1, 2, 3})]
+    with pytest.raises(ValueError, match="a core per worker"):
+        R.core_slots([0, 1], 3)
+
+
+def test_pinned_workers_each_keep_to_their_own_cores(tmp_path, monkeypatch):
+    """--pin_cores: every child runs on one of the disjoint core sets, the two sets both in use; the
+    study is the one a single worker writes. More workers than cores is refused before anything runs."""
+    available = sorted(os.sched_getaffinity(0))
+    assert len(available) >= 2, f"this test needs 2 cores (README's machine has 2), got {available}"
+    cfg, arms, seeds = _config(), ["cocoda", "frozen_library"], [13, 42]
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv(SLEEP, "cocoda/seed_13=1,frozen_library/seed_13=1")
+    pinned = _study(cfg, tmp_path / "pinned", arms, seeds, [], workers=2, pin_cores=True)
+    slots = [sorted(s) for s in R.core_slots(available, 2)]
+    calls = _calls(tmp_path / "calls.jsonl")
+    assert calls and all(c["cores"] in slots for c in calls)
+    assert {tuple(c["cores"]) for c in calls} == {tuple(s) for s in slots}
+    assert sorted(os.sched_getaffinity(0)) == available  # the parent itself is not pinned
+    monkeypatch.delenv(CALLS)
+    one = _study(cfg, tmp_path / "one", arms, seeds, [])
+    assert {k: v for k, v in pinned.items() if k != "wall_s"} == {k: v for k, v in one.items() if k != "wall_s"}
+    with pytest.raises(ValueError, match="a core per worker"):
+        _study(cfg, tmp_path / "many", arms, seeds, [], workers=len(available) + 1, pin_cores=True)
+    assert not (tmp_path / "many" / "cell_times.json").exists()
