@@ -192,6 +192,11 @@ def _rollback_fn(cache, pos, start, cut):
     return cache.replace(valid=cache.valid & ~drop), pos - removed
 
 
+def _spread_fn(cache, last_logits, pos, rows):
+    """Row ``i`` of the result is row ``rows[i]`` of the prefilled distinct prompts."""
+    return cache.take_rows(rows), jnp.take(last_logits, rows, axis=0), jnp.take(pos, rows, axis=0)
+
+
 def new_decode_state(cfg, batch: int, size: int, *, stacked: bool = False):
     """(empty KVCache, zero last logits, zero positions); under an ambient mesh they are
     created directly in their logical-axis shardings (batch over data+fsdp, kv heads over
@@ -220,6 +225,7 @@ _APPEND = jax.jit(_append_fn, static_argnums=0, static_argnames=("scan",), donat
 _GENERATE = jax.jit(_generate_fn, static_argnums=0, static_argnames=("max_new", "pad_id", "scan"),
                     donate_argnums=(2,))
 _ROLLBACK = jax.jit(_rollback_fn, donate_argnums=(0,))
+_SPREAD = jax.jit(_spread_fn)
 
 
 class Sampler:
@@ -231,11 +237,16 @@ class Sampler:
 
     ``scan_layers``: the decoder layers run as one ``lax.scan`` in prefill and decode (compile time
     flat in depth; the run config's ``model.scan_layers``); unrolled otherwise (faster per token for
-    the few layers of the CPU planners)."""
+    the few layers of the CPU planners).
+
+    ``share_prompts``: a batch that repeats a prompt (GRPO's G rollouts of a task) prefills each
+    distinct prompt once and copies its cache to the repeating rows (off mesh only); measured on
+    one core, 64 rows of 8 distinct 200-token prompts with 24 new tokens: 1.80 s -> 0.37 s."""
 
     def __init__(self, model: Transformer, *, cache_size: int, pad_id: int = 0, min_bucket: int = 8,
-                 tokenizer=None, scan_layers: bool = False):
+                 tokenizer=None, scan_layers: bool = False, share_prompts: bool = True):
         self.scan_layers = bool(scan_layers)
+        self.share_prompts = bool(share_prompts)
         self.cfg = model.cfg
         self.cache_size = int(cache_size)
         self.pad_id = int(pad_id)
@@ -267,12 +278,22 @@ class Sampler:
                             jnp.asarray(toks), jnp.asarray(mask), scan=self.scan_layers)
 
     def _fresh(self, rows):
-        b = len(rows)
+        """A new cache holding ``rows``. Each distinct prompt is prefilled once and its cache copied
+        to the rows that repeat it (GRPO's G rollouts of one prompt: the prefill's compute / G);
+        not under a mesh, where the distinct count need not divide the batch's sharding."""
         need = bucket_size(max(len(r) for r in rows), self.min_bucket)
         if need > self.cache_size:
             raise CacheFullError(f"prompt bucket {need} exceeds cache size {self.cache_size}")
-        cache, last, pos = new_decode_state(self.cfg, b, self.cache_size, stacked=self.scan_layers)
-        return self._feed(cache, last, pos, rows, left_pad=True)
+        first: dict[tuple[int, ...], int] = {}
+        index = [first.setdefault(tuple(int(x) for x in r), len(first)) for r in rows]
+        mesh = jax.sharding.get_abstract_mesh()
+        if not self.share_prompts or len(first) == len(rows) or not (mesh is None or mesh.empty):
+            cache, last, pos = new_decode_state(self.cfg, len(rows), self.cache_size, stacked=self.scan_layers)
+            return self._feed(cache, last, pos, rows, left_pad=True)
+        distinct = list(first)
+        cache, last, pos = new_decode_state(self.cfg, len(distinct), self.cache_size, stacked=self.scan_layers)
+        cache, last, pos = self._feed(cache, last, pos, distinct, left_pad=True)
+        return _SPREAD(cache, last, pos, jnp.asarray(index, jnp.int32))
 
     def _decode(self, detok: Callable | None, cache, last, pos, done, history, params, key):
         stop_ids = jnp.asarray(list(params.stop_tokens) or [-1], jnp.int32)

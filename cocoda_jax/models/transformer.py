@@ -125,6 +125,17 @@ class KVCache:
     def stacked(self) -> bool:
         return not isinstance(self.k, (tuple, list))
 
+    def take_rows(self, rows: jnp.ndarray) -> "KVCache":
+        """The cache of a batch whose row ``i`` is this cache's row ``rows[i]`` (a gather on the
+        batch axis of every buffer: after one prefill of each distinct prompt, a group's rows)."""
+        axis = 1 if self.stacked else 0
+        if self.stacked:
+            k, v = jnp.take(self.k, rows, axis=axis), jnp.take(self.v, rows, axis=axis)
+        else:
+            k = tuple(jnp.take(x, rows, axis=0) for x in self.k)
+            v = tuple(jnp.take(x, rows, axis=0) for x in self.v)
+        return self.replace(k=k, v=v, valid=jnp.take(self.valid, rows, axis=0))
+
     @classmethod
     def zeros(cls, cfg: ModelConfig, batch: int, size: int, *, stacked: bool = False) -> "KVCache":
         shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)

@@ -345,3 +345,27 @@ def test_a_decode_given_the_sliced_layer_states_computes_what_it_slices_itself(m
         model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16), layers=model.layer_states()[:1])
     with pytest.raises(ValueError, match="unrolled decode"):
         model.decode(ids, pos, mask, KVCache.zeros(CFG, 2, 16, stacked=True), scan=True, layers=model.layer_states())
+
+
+def test_repeated_prompts_are_prefilled_once_and_sample_what_separate_prefills_sample(model):
+    """GRPO's groups: a batch repeating each prompt G times prefills the distinct prompts only, and
+    generating and continuing from that shared prefill samples the tokens (and log-probs) that one
+    prefill per row samples."""
+    groups = [[5, 6, 7, 8, 9], [11, 12], [40, 41, 42, 43, 44, 45, 46, 47, 48]]
+    rows = [g for g in groups for _ in range(4)]
+    params = SamplingParams(max_new_tokens=6, temperature=1.0, stop_tokens=(3,))
+    out = {}
+    for share in (True, False):
+        s = Sampler(model, cache_size=48, share_prompts=share)
+        first = s.generate(rows, params, jax.random.key(5))
+        fed = s.prefill_tokens
+        obs = [[20 + i] if i % 2 else [] for i in range(len(rows))]
+        second = s.continue_generation(first.state, obs, params, jax.random.key(6))
+        out[share] = (first, second, fed)
+    (a1, a2, fed_shared), (b1, b2, fed_each) = out[True], out[False]
+    assert fed_shared == 3 * 16 and fed_each == 12 * 16  # one 16-token bucket per distinct prompt / per row
+    assert a1.tokens == b1.tokens and a2.tokens == b2.tokens
+    assert len({tuple(t) for t in a1.tokens[:4]}) > 1  # the group's rows still draw their own tokens
+    for x, y in zip(a1.log_probs + a2.log_probs, b1.log_probs + b2.log_probs):
+        np.testing.assert_allclose(x, y, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(a2.state.pos), np.asarray(b2.state.pos))
