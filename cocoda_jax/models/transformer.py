@@ -128,9 +128,8 @@ class KVCache:
     def take_rows(self, rows: jnp.ndarray) -> "KVCache":
         """The cache of a batch whose row ``i`` is this cache's row ``rows[i]`` (a gather on the
         batch axis of every buffer: after one prefill of each distinct prompt, a group's rows)."""
-        axis = 1 if self.stacked else 0
-        if self.stacked:
-            k, v = jnp.take(self.k, rows, axis=axis), jnp.take(self.v, rows, axis=axis)
+        if self.stacked:  # [l, b, k, s, e]
+            k, v = jnp.take(self.k, rows, axis=1), jnp.take(self.v, rows, axis=1)
         else:
             k = tuple(jnp.take(x, rows, axis=0) for x in self.k)
             v = tuple(jnp.take(x, rows, axis=0) for x in self.v)
