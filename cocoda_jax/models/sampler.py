@@ -8,8 +8,10 @@
 * Every sampled token is fed back into the cache before the loop stops, so a finished
   generation leaves the cache holding the whole conversation; `continue_generation`
   appends tokens the model did not generate (tool observations) and samples again
-  without recomputing the prefix. Only when the cache lacks room is the history
-  re-prefilled (compactly, without padding holes); if it still does not fit,
+  without recomputing the prefix. When the cache lacks room for the observation and
+  ``max_new_tokens``, each row's valid slots are moved to the front (`KVCache.compact`:
+  the holes of early stops and padded buckets go, nothing is recomputed); only if that
+  is not enough is the history re-prefilled (compactly); if it still does not fit,
   `CacheFullError` is raised.
 * Log-probs are fp32 log p(token) under the model's own (temperature 1, untruncated)
   distribution, i.e. exactly what the training forward computes for the same tokens.
@@ -226,6 +228,7 @@ _GENERATE = jax.jit(_generate_fn, static_argnums=0, static_argnames=("max_new", 
                     donate_argnums=(2,))
 _ROLLBACK = jax.jit(_rollback_fn, donate_argnums=(0,))
 _SPREAD = jax.jit(_spread_fn)
+_COMPACT = jax.jit(KVCache.compact, donate_argnums=(0,))
 
 
 class Sampler:
@@ -367,9 +370,16 @@ class Sampler:
         done = np.array([len(o) == 0 for o in obs])
         history = tuple(h + tuple(o) for h, o in zip(state.history, obs))
         t = bucket_size(max(max(len(o) for o in obs), 1), self.min_bucket)
-        if int(state.cache.end) + t + 1 <= self.cache_size:
-            cache, last, pos = self._feed(state.cache, state.last_logits, state.pos, obs, left_pad=False)
-        else:  # no room: re-prefill every row's history compactly (drops padding holes)
+        cache, room = state.cache, params.max_new_tokens
+        end = int(cache.end)
+        if end + t + room > self.cache_size:  # drop the holes earlier turns left (no recompute)
+            cache = _COMPACT(cache)
+            end = int(cache.end)
+        if end + t + 1 <= self.cache_size:
+            cache, last, pos = self._feed(cache, state.last_logits, state.pos, obs, left_pad=False)
+            if end + t + room > self.cache_size:  # the observation bucket's own padding
+                cache = _COMPACT(cache)
+        else:  # still no room: re-prefill every row's history compactly (drops padding holes)
             rows = list(history)
             if bucket_size(max(len(r) for r in rows), self.min_bucket) + 1 > self.cache_size:
                 raise CacheFullError(

@@ -135,6 +135,23 @@ class KVCache:
             v = tuple(jnp.take(x, rows, axis=0) for x in self.v)
         return self.replace(k=k, v=v, valid=jnp.take(self.valid, rows, axis=0))
 
+    def compact(self) -> "KVCache":
+        """Each row's valid slots moved to the front, in order; ``end`` = the longest row. A turn
+        leaves holes (a row that stopped early, an observation shorter than its bucket); this drops
+        them without recomputing anything: a slot's key carries its RoPE position, so the tokens
+        attended to, and their keys and values, are unchanged (only where they sit)."""
+        order = jnp.argsort(~self.valid, axis=1, stable=True)  # [b, s]: valid slots first, in slot order
+        count = self.valid.sum(axis=1)
+        if self.stacked:  # [l, b, k, s, e]
+            idx = order[None, :, None, :, None]
+            k, v = jnp.take_along_axis(self.k, idx, axis=3), jnp.take_along_axis(self.v, idx, axis=3)
+        else:
+            idx = order[:, None, :, None]
+            k = tuple(jnp.take_along_axis(x, idx, axis=2) for x in self.k)
+            v = tuple(jnp.take_along_axis(x, idx, axis=2) for x in self.v)
+        valid = jnp.arange(self.size)[None, :] < count[:, None]
+        return self.replace(k=k, v=v, valid=valid, end=count.max().astype(self.end.dtype))
+
     @classmethod
     def zeros(cls, cfg: ModelConfig, batch: int, size: int, *, stacked: bool = False) -> "KVCache":
         shape = (batch, cfg.n_kv_heads, size, cfg.head_dim)

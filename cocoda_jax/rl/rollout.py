@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from cocoda_jax.models.sampler import Sampler, SamplingParams
+from cocoda_jax.models.sampler import Sampler, SamplingParams, bucket_size
 from cocoda_jax.rl import trajectory as T
 
 
@@ -179,12 +179,23 @@ def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snap
     """One rollout per entry of ``tasks`` (repeat a task G times for a GRPO group) with ``model``;
     returns the text-level trajectories and the token records, aligned. ``scan_layers``: the
     sampler's layers as one ``lax.scan`` (:class:`~cocoda_jax.models.sampler.Sampler`)."""
-    sampler = Sampler(model, cache_size=2 * max_len, pad_id=tokenizer.pad_id, tokenizer=tokenizer.decode,
-                      scan_layers=scan_layers)
+    sampler = Sampler(model, cache_size=rollout_cache_size(max_len, sampling.max_new_tokens), pad_id=tokenizer.pad_id,
+                      tokenizer=tokenizer.decode, scan_layers=scan_layers)
     policy = SamplerPolicy(sampler, tokenizer, sampling, key, max_len=max_len)
     trajectories = T.run_episodes(policy, tasks, snapshot, sandbox, max_steps, cards=cards, timeout_s=timeout_s,
                                   verify=verify, with_rows=True)
     return trajectories, policy.records()
+
+
+def rollout_cache_size(max_len: int, max_new_tokens: int) -> int:
+    """KV slots for rollouts of at most ``max_len`` tokens: the largest re-prefill bucket plus one turn.
+
+    A row never passes ``max_len`` (:class:`SamplerPolicy`), so the sampler's compaction always leaves
+    room for a turn and a history re-prefilled into its power-of-two bucket (at most
+    ``bucket_size(max_len)`` slots) still has ``max_new_tokens`` free: no ``CacheFullError`` and no
+    turn cut short by the cache. Every decode step attends over every slot, so the size is the
+    decode's cost: 536 for ``max_len`` 384 or 512 (the cache was ``2 * max_len`` before compaction)."""
+    return bucket_size(max_len) + int(max_new_tokens)
 
 
 def bucket_length(n: int, multiple: int, maximum: int) -> int:
@@ -217,4 +228,4 @@ def grpo_batch(records: Sequence[TokenRecord], advantages: Sequence[float], leng
 
 
 __all__ = ["Generation", "SamplerPolicy", "TokenRecord", "Tokenizer", "bucket_length", "grpo_batch",
-           "sample_rollouts"]
+           "rollout_cache_size", "sample_rollouts"]

@@ -217,23 +217,62 @@ def test_bad_params():
         SamplingParams(temperature=0.0)
 
 
-def test_reprefill_keeps_resting_rows_continuable(model, forward):
-    """A row with no observation during a re-prefill (it rests) is still re-prefilled with
-    its whole history, so a later turn that fits in the cache continues it correctly."""
+def test_full_cache_compacts_before_it_reprefills(model, forward):
+    """No room for the next turn: the holes are dropped (KVCache.compact), nothing is fed again,
+    and the conversation continues exactly as a full forward over its tokens scores it."""
     s = Sampler(model, cache_size=56)
     p = SamplingParams(max_new_tokens=4, greedy=True)
     r1 = s.generate([[5, 6, 7], [8]], p, jax.random.key(0))                     # end 8 + 4
     r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # end 44 + 4
     fed = s.prefill_tokens
-    r3 = s.continue_generation(r2.state, [[3], []], p, jax.random.key(2))  # no room: re-prefill
-    assert s.prefill_tokens - fed == 2 * 32 and r3.tokens[1] == []
-    fed = s.prefill_tokens
-    r4 = s.continue_generation(r3.state, [[4], [5]], p, jax.random.key(3))  # fits: no re-prefill
-    assert s.prefill_tokens - fed == 2 * 8
+    r3 = s.continue_generation(r2.state, [[3], []], p, jax.random.key(2))  # 48 + 8 + 4 > 56: compact
+    assert s.prefill_tokens - fed == 2 * 8 and r3.tokens[1] == []  # only the observation bucket was fed
+    assert int(r3.state.cache.end) == 28 + 8 + 4  # the longest row (7 + 17 + 4) heads the cache
+    r4 = s.continue_generation(r3.state, [[4], [5]], p, jax.random.key(3))
     for hist, gen, lp in zip(r4.state.history, r4.tokens, r4.log_probs):
         assert len(gen) == 4
         ref_lp, _ = _full_log_probs(forward, hist)
         np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(gen):], atol=2e-5)
+
+
+def test_reprefill_keeps_resting_rows_continuable(model, forward):
+    """When compaction is not enough (the longest row plus the observation bucket overflow) the
+    history is re-prefilled; a row with no observation then (it rests) is re-prefilled with its
+    whole history, so a later turn that fits in the cache continues it correctly."""
+    s = Sampler(model, cache_size=56)
+    p = SamplingParams(max_new_tokens=4, greedy=True)
+    r1 = s.generate([list(range(3, 29)), [8]], p, jax.random.key(0))            # rows 30 and 5
+    fed = s.prefill_tokens
+    r2 = s.continue_generation(r1.state, [[], [1] * 25], p, jax.random.key(1))  # 30 + 32 + 1 > 56
+    assert s.prefill_tokens - fed == 2 * 32 and r2.tokens[0] == []  # both 30-token histories
+    fed = s.prefill_tokens
+    r3 = s.continue_generation(r2.state, [[4], [5]], p, jax.random.key(3))  # fits: no re-prefill
+    assert s.prefill_tokens - fed == 2 * 8
+    for hist, gen, lp in zip(r3.state.history, r3.tokens, r3.log_probs):
+        assert len(gen) == 4
+        ref_lp, _ = _full_log_probs(forward, hist)
+        np.testing.assert_allclose(lp, ref_lp[len(hist) - 1 - len(gen):], atol=2e-5)
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_kv_cache_compact_moves_valid_slots_to_the_front_in_order(stacked):
+    cfg = CFG.replace(n_layers=2)
+    cache = KVCache.zeros(cfg, 3, 8, stacked=stacked)
+    valid = np.array([[0, 1, 1, 0, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0, 0]], bool)
+    shape = cache.k.shape if stacked else cache.k[0].shape
+    vals = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    k = jnp.asarray(vals) if stacked else tuple(jnp.asarray(vals + i) for i in range(2))
+    cache = cache.replace(k=k, v=k, valid=jnp.asarray(valid), end=jnp.int32(6))
+    out = cache.compact()
+    assert int(out.end) == 8
+    np.testing.assert_array_equal(np.asarray(out.valid), np.arange(8)[None] < np.array([3, 8, 0])[:, None])
+    got = np.asarray(out.k) if stacked else np.asarray(out.k[1])
+    ref = vals if stacked else vals + 1
+    slot = 3 if stacked else 2
+    first = np.take(np.take(got, 0, axis=slot - 2), [0, 1, 2], axis=slot - 1)  # row 0's compacted slots
+    want = np.take(np.take(ref, 0, axis=slot - 2), [1, 2, 4], axis=slot - 1)
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(np.take(got, 1, axis=slot - 2), np.take(ref, 1, axis=slot - 2))  # full row
 
 
 def test_bf16_model_samples_with_fp32_log_probs():
