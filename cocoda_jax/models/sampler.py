@@ -143,11 +143,12 @@ def _append_fn(graphdef, params, cache, last_logits, pos, tokens, mask, *, scan=
     model = nnx.merge(graphdef, params)
     positions = pos[:, None] + jnp.cumsum(mask, axis=1) - 1
     positions = jnp.maximum(positions, 0)
-    logits, cache = model.decode(tokens, positions, mask, cache, scan=scan)
+    x, cache = model.decode(tokens, positions, mask, cache, scan=scan, hidden=True)
     count = mask.sum(axis=1)
     t = tokens.shape[1]
     last_idx = t - 1 - jnp.argmax(mask[:, ::-1], axis=1)
-    new_last = jnp.take_along_axis(logits, last_idx[:, None, None], axis=1)[:, 0]
+    # the vocabulary projection of each row's last fed token only (not of all b x t positions)
+    new_last = model.logits_of(jnp.take_along_axis(x, last_idx[:, None, None], axis=1))[:, 0]
     last_logits = jnp.where((count > 0)[:, None], new_last, last_logits)
     return cache, last_logits, pos + count
 

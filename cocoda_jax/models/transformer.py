@@ -307,6 +307,10 @@ class Transformer(nnx.Module):
         x = constrain(x, ("act_lookup_batch", "act_seq", "act_lookup_embed"))
         return constrain(x, ("act_batch", "act_seq", "act_embed"))
 
+    def logits_of(self, x):
+        """fp32 logits [b, t, v] of hidden states [b, t, d] (``decode(..., hidden=True)``)."""
+        return self._logits(x)
+
     def _logits(self, x):
         x = self.final_norm(x)
         if self.lm_head is None:
@@ -383,7 +387,7 @@ class Transformer(nnx.Module):
 
     # -- cached forward
     def decode(self, tokens, positions, token_mask, cache: KVCache, *, scan: bool = False,
-               layers: tuple | None = None):
+               layers: tuple | None = None, hidden: bool = False):
         """Appends tokens [b, t] (positions [b, t], token_mask [b, t]) at slot cache.end.
 
         Returns fp32 logits [b, t, v] and the updated cache. Each query attends to every
@@ -391,6 +395,8 @@ class Transformer(nnx.Module):
         layers as one ``lax.scan`` carrying the whole cache (as in :meth:`__call__`). ``layers``
         (unrolled decode only): the layers' states already sliced out of the stacked weights
         (:meth:`layer_states`), so a decode loop slices them once, before the loop, not per token.
+        ``hidden``: the last layer's hidden states [b, t, d] instead of the logits (a prefill needs
+        the logits of one position per row: :meth:`logits_of`).
         """
         b, t = tokens.shape
         s = cache.size
@@ -427,7 +433,7 @@ class Transformer(nnx.Module):
                 ks.append(kc)
                 vs.append(vc)
             ks, vs = tuple(ks), tuple(vs)
-        return self._logits(x), KVCache(k=ks, v=vs, valid=valid, end=end + t)
+        return (x if hidden else self._logits(x)), KVCache(k=ks, v=vs, valid=valid, end=end + t)
 
     def layer_states(self) -> tuple:
         """Each layer's state, sliced out of the stacked weights (for :meth:`decode`'s ``layers``)."""
