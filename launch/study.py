@@ -36,6 +36,9 @@ _WORKERS = flags.DEFINE_integer("workers", 1, "Cells run at a time, each in its 
 _THREADS = flags.DEFINE_integer("threads_per_worker", None, "With --workers > 1: OMP/MKL/OpenBLAS threads of each "
                                 "cell's process; 1 also turns off XLA's multi-threaded CPU ops "
                                 "(unset: the environment is left alone).", lower_bound=1)
+_XLA_CACHE = flags.DEFINE_string("xla_cache", "auto", "Persistent XLA compilation cache shared by the cells: a "
+                                  "directory, 'auto' (WORKDIR/_xla_cache) or '' (none: each cell compiles "
+                                  "everything itself).")
 _PIN = flags.DEFINE_bool("pin_cores", False, "With --workers > 1: each cell's process keeps to its own share of "
                          "the cores (no two cells on one core; XLA's threads sized to the share).")
 
@@ -69,7 +72,8 @@ def main(argv) -> None:
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
     study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
                                 log=lambda line: print(line, flush=True), workers=_WORKERS.value,
-                                threads_per_worker=_THREADS.value, pin_cores=_PIN.value)
+                                threads_per_worker=_THREADS.value, pin_cores=_PIN.value,
+                                xla_cache=workdir / "_xla_cache" if _XLA_CACHE.value == "auto" else _XLA_CACHE.value)
     print(json.dumps(study, indent=2))
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import ml_collections
 
+from cocoda_jax.runs import xla_cache as xla_cache_lib
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import stats, table
 
@@ -197,12 +198,15 @@ def _worker_env(threads_per_worker: int | None) -> Iterator[None]:
 
 
 def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, kwargs: Mapping[str, Any],
-              study_dir: Path, cpus: frozenset[int] | None = None) -> tuple[dict[str, Any], float]:
+              study_dir: Path, cpus: frozenset[int] | None = None, xla_cache: str | None = None
+              ) -> tuple[dict[str, Any], float]:
     """One prefix or cell in a spawned child: ``(the runner's report, its seconds)``. ``cpus``: the
     child keeps to these cores; set before its first JAX computation, so XLA sizes its CPU thread
-    pool to them."""
+    pool to them. ``xla_cache``: the study's persistent compilation cache (:mod:`cocoda_jax.runs.xla_cache`)."""
     if cpus:
         os.sched_setaffinity(0, cpus)
+    if xla_cache:
+        xla_cache_lib.enable(xla_cache)
     from cocoda_jax.runs.logs import route_logs
     route_logs(study_dir)
     t0 = time.perf_counter()
@@ -213,7 +217,7 @@ def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, 
 def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
                   runner: Runner, log: Callable[[str], None], workers: int, threads_per_worker: int | None,
                   times: dict[str, float], reports: dict[tuple[str, int], Mapping[str, Any]],
-                  pin_cores: bool = False) -> None:
+                  pin_cores: bool = False, xla_cache: str | None = None) -> None:
     """``run_study``'s cells with ``workers`` > 1 (its docstring): fills ``times`` (and
     cell_times.json) and ``reports``; raises the first failure once nothing runs any more."""
     n = len(cells)
@@ -245,7 +249,7 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             log(f"seed {seed}: stages 1-2 once for {'+'.join(a.name for a in members)} ...")
             config = A.cell_config(study_config.run, members[0], seed)
             cpus = free_slots.pop(0)
-            fut = pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir, cpus)
+            fut = pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir, cpus, xla_cache)
             running[fut], slot_of[fut] = ("prefix", g), cpus
             return True
         for k, (i, arm, seed) in enumerate(pending_cells):
@@ -258,7 +262,7 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             log(f"[{i}/{n}] {key}: running ...")
             config = A.cell_config(study_config.run, arm, seed)
             cpus = free_slots.pop(0)
-            fut = pool.submit(_in_child, runner, config, cdir, kwargs, workdir, cpus)
+            fut = pool.submit(_in_child, runner, config, cdir, kwargs, workdir, cpus, xla_cache)
             running[fut], slot_of[fut] = ("cell", (i, arm, seed)), cpus
             return True
         return False
@@ -310,7 +314,8 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
 def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, arms: Sequence[str] | None = None,
               seeds: Sequence[int] | None = None, runner: Runner | None = None, depth_fn: DepthFn | None = None,
               log: Callable[[str], None] = print, workers: int = 1,
-              threads_per_worker: int | None = None, pin_cores: bool = False) -> dict[str, Any]:
+              threads_per_worker: int | None = None, pin_cores: bool = False,
+              xla_cache: str | Path | None = None) -> dict[str, Any]:
     """Runs (or reads back) every cell, writes ``study.json``, ``study.md`` and ``plots/`` under
     ``workdir`` and returns study.json's dict. ``arms``/``seeds`` default to the config's;
     ``runner``/``depth_fn`` default to coevolve.run / :func:`task_depths` (tests pass fakes).
@@ -335,12 +340,17 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     ``pin_cores`` (only with N > 1): the cores this process may use are split into N disjoint sets
     (:func:`core_slots`) and each child keeps to one (``os.sched_setaffinity``), so N cells never
     share a core and XLA sizes each child's thread pool to its own cores; fewer cores than N is a
-    ValueError before anything runs."""
+    ValueError before anything runs.
+
+    ``xla_cache``: a directory for a persistent XLA compilation cache shared by the cells (and this
+    process with one worker): a program compiled by one cell is loaded by the next instead of compiled
+    again (:mod:`cocoda_jax.runs.xla_cache`); None compiles in every process."""
     workers = _check_workers(workers, threads_per_worker, runner)
     if pin_cores and workers > 1:
         core_slots(os.sched_getaffinity(0), workers)  # enough cores, checked before anything runs
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    xla_cache = str(Path(xla_cache).expanduser().resolve()) if xla_cache else None
     runner = runner or _coevolve_runner
     depth_fn = depth_fn or task_depths
     selected = A.select(list(arms) if arms else list(study_config.arms))
@@ -358,8 +368,10 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     reports: dict[tuple[str, int], Mapping[str, Any]] = {}
     if workers > 1:
         _run_parallel(study_config, workdir, cells, runner, log, workers, threads_per_worker, times, reports,
-                      pin_cores=pin_cores)
+                      pin_cores=pin_cores, xla_cache=xla_cache)
     else:
+        if xla_cache:
+            xla_cache_lib.enable(xla_cache)
         if threads_per_worker is not None or pin_cores:
             log("threads_per_worker and pin_cores apply with workers > 1 only (one worker runs the cells in this "
                 "process)")

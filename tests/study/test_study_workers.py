@@ -9,6 +9,7 @@ inherits). It talks to the test through environment variables, which the childre
 
 import json
 import os
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -31,7 +32,8 @@ def fake_runner(config, workdir, **kw):
     if os.environ.get(CALLS):
         line = {"key": key, "workdir": str(workdir), "kw": kw, "pid": os.getpid(),
                 "xla_flags": os.environ.get("XLA_FLAGS", ""), "omp": os.environ.get("OMP_NUM_THREADS"),
-                "cores": sorted(os.sched_getaffinity(0))}
+                "cores": sorted(os.sched_getaffinity(0)),
+                "xla_cache": sys.modules["jax"].config.jax_compilation_cache_dir if "jax" in sys.modules else None}
         with open(os.environ[CALLS], "a") as f:
             f.write(json.dumps(line) + "\n")
     if key in os.environ.get(FAIL, "").split(","):
@@ -52,6 +54,15 @@ def fake_runner(config, workdir, **kw):
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "report.json").write_text(json.dumps(report))
     return report
+
+
+def compiling_runner(config, workdir, **kw):
+    """``fake_runner`` after compiling one small program (what a real cell does many times)."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.jit(lambda x: jnp.tanh(x) * 2.0 + 1.0)(jnp.ones(7)).block_until_ready()
+    return fake_runner(config, workdir, **kw)
 
 
 def fake_depths(config):
@@ -192,3 +203,20 @@ def test_pinned_workers_each_keep_to_their_own_cores(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="a core per worker"):
         _study(cfg, tmp_path / "many", arms, seeds, [], workers=len(available) + 1, pin_cores=True)
     assert not (tmp_path / "many" / "cell_times.json").exists()
+
+
+def test_cells_share_a_persistent_compilation_cache(tmp_path, monkeypatch):
+    """``xla_cache``: every child compiles through the study's cache directory, which then holds the
+    compiled program; the study is the one written without a cache."""
+    cfg, arms, seeds = _config(), ["cocoda"], [13, 42]
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls.jsonl"))
+    cache = tmp_path / "xla"
+    cached = R.run_study(cfg, tmp_path / "cached", arms=arms, seeds=seeds, runner=compiling_runner,
+                         depth_fn=fake_depths, workers=2, xla_cache=cache, log=lambda line: None)
+    calls = _calls(tmp_path / "calls.jsonl")
+    assert len(calls) == 2 and all(c["xla_cache"] == str(cache.resolve()) for c in calls)
+    assert any(cache.iterdir())  # the executable was stored
+    monkeypatch.delenv(CALLS)
+    plain = R.run_study(cfg, tmp_path / "plain", arms=arms, seeds=seeds, runner=compiling_runner,
+                        depth_fn=fake_depths, workers=2, log=lambda line: None)
+    assert {k: v for k, v in cached.items() if k != "wall_s"} == {k: v for k, v in plain.items() if k != "wall_s"}
