@@ -15,7 +15,9 @@ x 3 seeds = 30 cells; measured cells: cocoda 12.6 min, frozen_library 9.8 min on
 whole preset is about 5-6 hours one cell at a time, not the 2 hours issue 13 asks for). ``--workers=N``
 runs N cells at a time, each in its own process; on 2 cores only with ``--pin_cores`` (a core each) does it
 help: 1.49x the throughput, measured 2026-12-03 (unpinned, two cells side by side ran 1.8-2.8x slower than
-alone; docs/study.md), so about 3.5-4 hours for the whole preset.
+alone; docs/study.md), so about 3.5-4 hours for the whole preset. Re-measured 2026-12-03 with rollouts
+1.6-1.9x faster (cells pinned to a core, two at a time: cocoda 21-22 min, frozen_library 12-18 min, direct 5-7
+min): the whole preset projects to ~4-4.5 h with the study's compilation cache (docs/experiments.md, section D).
 ``deep``: the same with tasks of 1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the
 turn limit from primitives alone (issue 13 item 3; ``python -m launch.turn_ceiling`` measures it), a 512-token context and 600 SFT
 steps. ``smoke``: configs/tiny.py's budgets, 8 test tasks, cocoda and frozen_library, one seed (a few
