@@ -127,6 +127,34 @@ def test_sampler_on_mesh_equals_single_device(reference):
     assert more.tokens[2] == [] and all(len(t) == 5 for i, t in enumerate(more.tokens) if i != 2)
 
 
+def test_sampler_compacts_a_sharded_cache(reference):
+    """A continuation that must compact the cache (KVCache.compact) does so on the mesh too: the
+    tokens and log-probs of the single-device sampler, the cache still split over (data, fsdp) and
+    tensor."""
+    from cocoda_jax.models.sampler import Sampler, SamplingParams
+
+    ref_model, _, _ = reference
+    prompts = [[5, 6, 7], [1, 2, 3, 4], [9], [8, 8]]
+    obs = [[3], [4], [], [6, 7]]
+    p = SamplingParams(max_new_tokens=5, temperature=1.0, top_k=50)
+    # 24 slots: prompts 8 + 5 generated, then 8 + 5 more do not fit until the holes are dropped
+    s1 = Sampler(ref_model, cache_size=24)
+    single = s1.continue_generation(s1.generate(prompts, p, jax.random.key(0)).state, obs, p, jax.random.key(1))
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    model = create_model(CFG, seed=3, mesh=mesh)
+    with jax.set_mesh(mesh):
+        s = Sampler(model, cache_size=24)
+        fed = s.prefill_tokens
+        res = s.generate(prompts, p, jax.random.key(0))
+        more = s.continue_generation(res.state, obs, p, jax.random.key(1))
+    assert s.prefill_tokens - fed == 4 * 8 + 4 * 8  # the prompts and the observation bucket: no re-prefill
+    assert int(more.state.cache.end) == 9 + 8 + 5  # compacted to the longest row (4 + 5), then one turn
+    assert more.tokens == single.tokens
+    for a, b in zip(more.log_probs, single.log_probs):
+        np.testing.assert_allclose(a, b, atol=2e-5)
+    assert tuple(more.state.cache.k[1].sharding.spec)[:2] == (("data", "fsdp"), "tensor")
+
+
 @pytest.mark.parametrize("preset", ["qwen3_8b", "qwen3_32b", "llama3_8b"])
 def test_real_presets_shard_every_matrix(preset):
     """Abstractly (no memory): on (data=2, fsdp=2, tensor=2) every weight matrix of the real
