@@ -29,11 +29,4 @@ def enable(directory: str | Path) -> Path:
     return path
 
 
-def enabled_dir() -> str | None:
-    """The cache directory in use, or None."""
-    import jax
-
-    return jax.config.jax_compilation_cache_dir or None
-
-
-__all__ = ["enable", "enabled_dir"]
+__all__ = ["enable"]
