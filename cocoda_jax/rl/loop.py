@@ -12,6 +12,7 @@ randomness comes from ``seed`` and the step or iteration number:
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -223,8 +224,10 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     configured reward, and takes one GRPO step on the sampled tokens.
 
     ``mask_uniform_groups``: a group whose rewards are all equal has zero advantages; its tokens
-    are left out of the loss (DAPO's dynamic sampling, without re-sampling: the batch shape stays
-    fixed, so nothing recompiles) instead of diluting the token mean and still paying KL.
+    are left out of the loss (DAPO's dynamic sampling, without re-sampling) instead of diluting the
+    token mean and still paying KL. Where the loss's count does not see rows without loss tokens
+    (:func:`drops_masked_rows_exactly`) those rows are also left out of the step's batch
+    (:func:`without_masked_groups`): the same gradient for a fraction of the compute.
     ``ppo_epochs``: optimizer steps on the same rollouts; the sampler's log-probs stay the old
     policy's, so from the second epoch on the ratio moves away from 1 and the clip bounds the step.
     The metrics are the last epoch's.
@@ -249,12 +252,18 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     uniform = np.repeat(grouped.std(axis=1) == 0, group_size)
     if mask_uniform_groups:
         batch["loss_mask"][uniform] = 0.0
+        if drops_masked_rows_exactly(grpo_cfg):
+            rows = math.lcm(2 * group_size, learner.config.num_micro_batches)
+            batch = without_masked_groups(batch, uniform, row_multiple=rows, length_multiple=rc.length_multiple,
+                                          max_len=rc.max_len)
     if grpo_cfg.beta > 0:
         batch["ref_logp"] = np.asarray(learner.log_probs(ref_params, batch["tokens"], batch["valid"]))
     t1 = time.perf_counter()
     for _ in range(ppo_epochs):
         state, step_metrics = learner.grpo_step(state, batch)
     step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
+    # over every sampled row, not only the rows the step trained on
+    step_metrics.update(advantage_mean=float(advantages.mean()), advantage_std=float(advantages.std()))
     update_s = time.perf_counter() - t1
     sampled = int(sum(sum(r.loss_mask) for r in records))
     metrics = {**R.rollout_metrics(breakdowns), **{f"grpo/{k}": v for k, v in step_metrics.items()},
@@ -264,6 +273,41 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
                "train_tokens_per_s": float(batch["valid"].sum()) / max(update_s, 1e-9),
                "rollout_s": rollout_s, "update_s": update_s}
     return state, metrics, Iteration(tuple(trajs), tuple(records), tuple(breakdowns), group_size)
+
+
+def drops_masked_rows_exactly(config: G.GRPOConfig) -> bool:
+    """Whether a row whose loss mask is all zero can leave the batch without changing the step:
+    true for the ``grpo`` loss under ``token_mean`` and ``seq_mean`` (their counts are loss tokens
+    and sequences with loss tokens), false under ``constant`` (its count is the batch's row count
+    times ``max_tokens``), ``dr_grpo`` (always ``constant``) and any loss registered elsewhere."""
+    return config.loss == "grpo" and config.aggregation in ("token_mean", "seq_mean")
+
+
+def without_masked_groups(batch: dict[str, np.ndarray], masked: np.ndarray, *, row_multiple: int,
+                          length_multiple: int, max_len: int) -> dict[str, np.ndarray]:
+    """``batch`` without most of its ``masked`` rows (rows whose loss mask is all zero).
+
+    The rows left are every unmasked row plus the first masked ones needed to make their count a
+    multiple of ``row_multiple`` (at least one: an optimizer step still runs, so Adam's moments move
+    as they would have), in the batch's order; the columns are cut to the longest unmasked row,
+    rounded up to ``length_multiple`` (a masked row cut short loses only tokens that carry no loss). Rows and columns are bucketed so the jitted step sees few shapes.
+    A masked row adds nothing to the loss's sum (nor, where :func:`drops_masked_rows_exactly`, to
+    its count), and a causal model's valid positions never read the padding after them, so the
+    step's gradient is the full batch's up to float summation order.
+    """
+    masked = np.asarray(masked, bool)
+    rows = masked.shape[0]
+    if np.any(batch["loss_mask"][masked] != 0):
+        raise ValueError("a row to drop still has loss tokens")
+    kept = np.flatnonzero(~masked)
+    n = min(rows, max(row_multiple, -(-len(kept) // row_multiple) * row_multiple))
+    if n >= rows:
+        return batch
+    pad = np.flatnonzero(masked)[:n - len(kept)]
+    take = np.sort(np.concatenate([kept, pad]))
+    longest = int(batch["valid"][kept].sum(axis=1).max()) if len(kept) else 1
+    length = min(batch["tokens"].shape[1], bucket_length(longest, length_multiple, max_len))
+    return {k: (v[take] if v.ndim == 1 else v[take, :length]) for k, v in batch.items()}
 
 
 def sample_tasks(pool: Sequence[Any], n: int, seed: int, iteration: int, stream: int = 7) -> list[Any]:
@@ -280,5 +324,6 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 __all__ = [
     "Evaluation", "Iteration", "RolloutConfig", "demonstration_records", "evaluate", "gold_segments",
-    "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase", "summarize",
+    "drops_masked_rows_exactly", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
+    "summarize", "without_masked_groups",
 ]

@@ -344,3 +344,46 @@ def nnx_state(model):
     from flax import nnx
 
     return nnx.state(model)
+
+
+@pytest.mark.parametrize("aggregation,beta", [("token_mean", 0.0), ("seq_mean", 0.05)])
+def test_dropping_masked_groups_gives_the_same_step(small_model, aggregation, beta):
+    """The rows of groups masked out of the loss (uniform rewards) leave the step's batch, and the
+    columns shrink to the longest row left: the step equals the full masked batch's, and the loss's
+    own metrics too. ``constant`` aggregation counts rows, so it must keep them."""
+    from cocoda_jax.rl import loop as L
+
+    cfg = G.GRPOConfig(beta=beta, aggregation=aggregation, epsilon=0.2)
+    assert L.drops_masked_rows_exactly(cfg)
+    assert not L.drops_masked_rows_exactly(G.GRPOConfig(aggregation="constant"))
+    assert not L.drops_masked_rows_exactly(G.GRPOConfig(loss="dr_grpo"))
+    data = _batch(2)
+    uniform = np.repeat(np.array([True, False, True, True]), 4)  # groups of 4; only group 1 is kept
+    data["loss_mask"][uniform] = 0.0
+    data["valid"][uniform] = True  # the masked rows are the longest: the kept rows' length is shorter
+    data["valid"][~uniform, 12:] = False
+    data["loss_mask"][~uniform, 12:] = 0.0
+    small = L.without_masked_groups(data, uniform, row_multiple=8, length_multiple=4, max_len=T)
+    assert small["tokens"].shape == (8, 12) and small["advantages"].shape == (8,)
+    kept = np.flatnonzero(~uniform)
+    np.testing.assert_array_equal(small["tokens"][np.isin(np.sort(np.r_[kept, [0, 1, 2, 3]]), kept)],
+                                  data["tokens"][kept, :12])
+    out = []
+    for batch in (data, small):
+        learner = Learner(small_model, LearnerConfig(optim=SGD, grpo=cfg))
+        state, metrics = learner.grpo_step(learner.init_state(), batch)
+        out.append(jax.device_get((metrics, state.params)))
+    for key in ("loss", "kl", "clip_fraction", "ratio", "logp_gap", "entropy", "tokens", "grad_norm"):
+        np.testing.assert_allclose(out[1][0][key], out[0][0][key], rtol=2e-5, atol=1e-7, err_msg=key)
+    for x, y in zip(jax.tree.leaves(out[0][1]), jax.tree.leaves(out[1][1])):
+        np.testing.assert_allclose(y, x, atol=2e-6, rtol=0)
+    # nothing to drop, or too little to fill fewer rows: the batch as it was
+    assert L.without_masked_groups(data, np.zeros(B, bool), row_multiple=8, length_multiple=4, max_len=T) is data
+    assert L.without_masked_groups(data, uniform, row_multiple=16, length_multiple=4, max_len=T) is data
+    # every group uniform: one bucket of masked rows still takes the optimizer step
+    silent = dict(data, loss_mask=np.zeros_like(data["loss_mask"]))
+    assert L.without_masked_groups(silent, np.ones(B, bool), row_multiple=8, length_multiple=4,
+                                   max_len=T)["tokens"].shape == (8, 4)
+    data["loss_mask"][0, 3] = 1.0
+    with pytest.raises(ValueError, match="still has loss tokens"):
+        L.without_masked_groups(data, uniform, row_multiple=8, length_multiple=4, max_len=T)
