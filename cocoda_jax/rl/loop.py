@@ -253,7 +253,9 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     if mask_uniform_groups:
         batch["loss_mask"][uniform] = 0.0
         if drops_masked_rows_exactly(grpo_cfg):
-            rows = math.lcm(2 * group_size, learner.config.num_micro_batches)
+            # rows in quarters of the batch (whole groups, whole micro-batches): each new shape compiles
+            # the step again (~12 s for the tiny planner on a core), so few shapes beat a tight fit
+            rows = math.lcm(group_size, learner.config.num_micro_batches) * -(-len(tasks) // 4)
             batch = without_masked_groups(batch, uniform, row_multiple=rows, length_multiple=rc.length_multiple,
                                           max_len=rc.max_len)
     if grpo_cfg.beta > 0:
@@ -268,7 +270,7 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     sampled = int(sum(sum(r.loss_mask) for r in records))
     metrics = {**R.rollout_metrics(breakdowns), **{f"grpo/{k}": v for k, v in step_metrics.items()},
                "accuracy": float(np.mean([t.correct for t in trajs])),
-               "uniform_group_share": float(uniform.mean()),
+               "uniform_group_share": float(uniform.mean()), "train_rows": float(batch["tokens"].shape[0]),
                "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
                "train_tokens_per_s": float(batch["valid"].sum()) / max(update_s, 1e-9),
                "rollout_s": rollout_s, "update_s": update_s}

@@ -158,6 +158,7 @@ def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
                                           mask_uniform_groups=False,
                                           reward_config=RewardConfig(malformed_penalty=0.1))
     assert int(state.step) == 2 and metrics["grpo/step"] == 2
+    assert metrics["train_rows"] == 4  # nothing masked, nothing dropped
     assert len(it.trajectories) == 4 and len(it.group_rewards(lambda t, b: b.total)) == 2
     assert abs(metrics["grpo/ratio"] - 1.0) > 1e-5
     totals = np.asarray([b.total for b in it.breakdowns], np.float32)
