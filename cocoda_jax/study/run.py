@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import contextlib
+import ctypes
 import json
 import multiprocessing
 import os
 import pickle
 import shutil
+import signal
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -197,12 +200,36 @@ def _worker_env(threads_per_worker: int | None) -> Iterator[None]:
                 os.environ[name] = value
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def end_with_parent(parent_pid: int) -> bool:
+    """Asks Linux to send this process SIGTERM when its parent ends (``prctl(PR_SET_PDEATHSIG)``), and
+    ends it now if ``parent_pid`` is already gone: a study stopped by Ctrl-C, ``kill`` or a job
+    scheduler leaves no cell computing on its cores. What the cell had checkpointed stays (a rerun
+    resumes it). Returns whether the link is set (False off Linux or without prctl)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    if prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent_pid:  # the parent ended before the link was set
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
+
+
 def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, kwargs: Mapping[str, Any],
-              study_dir: Path, cpus: frozenset[int] | None = None, xla_cache: str | None = None
-              ) -> tuple[dict[str, Any], float]:
+              study_dir: Path, cpus: frozenset[int] | None = None, xla_cache: str | None = None,
+              parent_pid: int | None = None) -> tuple[dict[str, Any], float]:
     """One prefix or cell in a spawned child: ``(the runner's report, its seconds)``. ``cpus``: the
     child keeps to these cores; set before its first JAX computation, so XLA sizes its CPU thread
-    pool to them. ``xla_cache``: the study's persistent compilation cache (:mod:`cocoda_jax.runs.xla_cache`)."""
+    pool to them. ``xla_cache``: the study's persistent compilation cache (:mod:`cocoda_jax.runs.xla_cache`).
+    ``parent_pid``: the study process; the child ends with it (:func:`end_with_parent`)."""
+    if parent_pid is not None:
+        end_with_parent(parent_pid)
     if cpus:
         os.sched_setaffinity(0, cpus)
     if xla_cache:
@@ -249,7 +276,8 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             log(f"seed {seed}: stages 1-2 once for {'+'.join(a.name for a in members)} ...")
             config = A.cell_config(study_config.run, members[0], seed)
             cpus = free_slots.pop(0)
-            fut = pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir, cpus, xla_cache)
+            fut = pool.submit(_in_child, runner, config, pdir, {"stop_after_round": 0}, workdir, cpus, xla_cache,
+                              os.getpid())
             running[fut], slot_of[fut] = ("prefix", g), cpus
             return True
         for k, (i, arm, seed) in enumerate(pending_cells):
@@ -262,7 +290,7 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             log(f"[{i}/{n}] {key}: running ...")
             config = A.cell_config(study_config.run, arm, seed)
             cpus = free_slots.pop(0)
-            fut = pool.submit(_in_child, runner, config, cdir, kwargs, workdir, cpus, xla_cache)
+            fut = pool.submit(_in_child, runner, config, cdir, kwargs, workdir, cpus, xla_cache, os.getpid())
             running[fut], slot_of[fut] = ("cell", (i, arm, seed)), cpus
             return True
         return False
@@ -447,4 +475,4 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
     return {"seeds": list(seeds), "n_test": int(n_test), "arms": out_arms, "wall_s": float(wall_s)}
 
 
-__all__ = ["REFERENCE", "cell_dir", "core_slots", "run_study", "summarize", "task_depths"]
+__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "run_study", "summarize", "task_depths"]

@@ -220,3 +220,50 @@ def test_cells_share_a_persistent_compilation_cache(tmp_path, monkeypatch):
     plain = R.run_study(cfg, tmp_path / "plain", arms=arms, seeds=seeds, runner=compiling_runner,
                         depth_fn=fake_depths, workers=2, log=lambda line: None)
     assert {k: v for k, v in cached.items() if k != "wall_s"} == {k: v for k, v in plain.items() if k != "wall_s"}
+
+
+_CHILD = ("import sys, time; from cocoda_jax.study.run import end_with_parent; "
+          "assert end_with_parent(int(sys.argv[1])); print('linked', flush=True); time.sleep(120)")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_cell_process_ends_when_the_study_process_is_killed(tmp_path):
+    """A killed study (SIGKILL: no cleanup runs in it) leaves no cell computing: the child asked the
+    kernel for SIGTERM at its parent's death. A child whose parent is gone before the link is set
+    ends at once."""
+    import signal
+    import subprocess
+
+    pid_file = tmp_path / "child.pid"
+    parent_src = ("import subprocess, sys, os, time; "
+                  f"c = subprocess.Popen([sys.executable, '-c', {_CHILD!r}, str(os.getpid())], stdout=subprocess.PIPE, text=True); "
+                  "assert c.stdout.readline().strip() == 'linked'; "
+                  f"open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", parent_src])
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and parent.poll() is None, "the child never linked"
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        os.kill(child, 0)  # alive while its parent is
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(child):
+            assert time.monotonic() < deadline, "the child outlived its parent"
+            time.sleep(0.05)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    orphan = subprocess.run([sys.executable, "-c", _CHILD, "1"], capture_output=True, timeout=60)
+    assert orphan.returncode == -signal.SIGTERM and b"linked" not in orphan.stdout
+
+
+def _alive(pid):
+    """Whether ``pid`` still runs (a zombie, reaped by init later, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
