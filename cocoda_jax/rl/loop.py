@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from cocoda_jax.models.sampler import SamplingParams
+from cocoda_jax.models.sharding import LOGICAL_RULES
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import rewards as R
 from cocoda_jax.rl import trajectory as T
@@ -253,9 +254,11 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     if mask_uniform_groups:
         batch["loss_mask"][uniform] = 0.0
         if drops_masked_rows_exactly(grpo_cfg):
-            # rows in quarters of the batch (whole groups, whole micro-batches): each new shape compiles
-            # the step again (~12 s for the tiny planner on a core), so few shapes beat a tight fit
-            rows = math.lcm(group_size, learner.config.num_micro_batches) * -(-len(tasks) // 4)
+            # rows in quarters of the batch (whole groups, whole micro-batches, whole shards of the mesh's
+            # batch axes): each new shape compiles the step again (~12 s for the tiny planner on a core),
+            # so few shapes beat a tight fit
+            unit = math.lcm(group_size, learner.config.num_micro_batches, batch_shards(learner.mesh))
+            rows = unit * -(-len(tasks) // 4)
             batch = without_masked_groups(batch, uniform, row_multiple=rows, length_multiple=rc.length_multiple,
                                           max_len=rc.max_len)
     if grpo_cfg.beta > 0:
@@ -275,6 +278,13 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
                "train_tokens_per_s": float(batch["valid"].sum()) / max(update_s, 1e-9),
                "rollout_s": rollout_s, "update_s": update_s}
     return state, metrics, Iteration(tuple(trajs), tuple(records), tuple(breakdowns), group_size)
+
+
+def batch_shards(mesh: Any) -> int:
+    """How many ways ``mesh`` splits a batch's rows (its ``act_batch`` axes; 1 without a mesh)."""
+    if mesh is None:
+        return 1
+    return math.prod(int(mesh.shape[a]) for a in LOGICAL_RULES["act_batch"] if a in mesh.shape)
 
 
 def drops_masked_rows_exactly(config: G.GRPOConfig) -> bool:
@@ -325,7 +335,7 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 
 __all__ = [
-    "Evaluation", "Iteration", "RolloutConfig", "demonstration_records", "evaluate", "gold_segments",
+    "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "evaluate", "gold_segments",
     "drops_masked_rows_exactly", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
     "summarize", "without_masked_groups",
 ]

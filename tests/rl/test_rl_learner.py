@@ -387,3 +387,13 @@ def test_dropping_masked_groups_gives_the_same_step(small_model, aggregation, be
     data["loss_mask"][0, 3] = 1.0
     with pytest.raises(ValueError, match="still has loss tokens"):
         L.without_masked_groups(data, uniform, row_multiple=8, length_multiple=4, max_len=T)
+
+
+def test_dropped_rows_stay_whole_shards_of_the_batch_axes():
+    """The compacted step's rows are a multiple of the mesh's batch shards, so the batch stays split
+    over (data, fsdp) instead of falling back to a replicated batch."""
+    from cocoda_jax.rl import loop as L
+
+    assert L.batch_shards(None) == 1
+    assert L.batch_shards(make_mesh(data=2, fsdp=2, tensor=2)) == 4  # tensor does not split rows
+    assert L.batch_shards(make_mesh(data=8)) == 8
