@@ -302,7 +302,8 @@ def without_masked_groups(batch: dict[str, np.ndarray], masked: np.ndarray, *, r
     The rows left are every unmasked row plus the first masked ones needed to make their count a
     multiple of ``row_multiple`` (at least one: an optimizer step still runs, so Adam's moments move
     as they would have), in the batch's order; the columns are cut to the longest unmasked row,
-    rounded up to ``length_multiple`` (a masked row cut short loses only tokens that carry no loss). Rows and columns are bucketed so the jitted step sees few shapes.
+    rounded up to ``length_multiple`` (a masked row cut short loses only tokens that carry no loss).
+    Rows and columns are bucketed so the jitted step sees few shapes.
     A masked row adds nothing to the loss's sum (nor, where :func:`drops_masked_rows_exactly`, to
     its count), and a causal model's valid positions never read the padding after them, so the
     step's gradient is the full batch's up to float summation order.
@@ -335,7 +336,7 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 
 __all__ = [
-    "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "evaluate", "gold_segments",
-    "drops_masked_rows_exactly", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
+    "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
+    "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
     "summarize", "without_masked_groups",
 ]

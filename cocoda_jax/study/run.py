@@ -207,7 +207,9 @@ def end_with_parent(parent_pid: int) -> bool:
     """Asks Linux to send this process SIGTERM when its parent ends (``prctl(PR_SET_PDEATHSIG)``), and
     ends it now if ``parent_pid`` is already gone: a study stopped by Ctrl-C, ``kill`` or a job
     scheduler leaves no cell computing on its cores. What the cell had checkpointed stays (a rerun
-    resumes it). Returns whether the link is set (False off Linux or without prctl)."""
+    resumes it). Returns whether the link is set (False off Linux or without prctl). The kernel
+    signals on the exit of the parent *thread* that started the child: the pool's threads live as
+    long as the study's pool does."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -236,7 +236,8 @@ def test_a_cell_process_ends_when_the_study_process_is_killed(tmp_path):
 
     pid_file = tmp_path / "child.pid"
     parent_src = ("import subprocess, sys, os, time; "
-                  f"c = subprocess.Popen([sys.executable, '-c', {_CHILD!r}, str(os.getpid())], stdout=subprocess.PIPE, text=True); "
+                  f"c = subprocess.Popen([sys.executable, '-c', {_CHILD!r}, str(os.getpid())], "
+                  "stdout=subprocess.PIPE, text=True); "
                   "assert c.stdout.readline().strip() == 'linked'; "
                   f"open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", parent_src])
