@@ -5,6 +5,7 @@ r"""The study of issue 13: every available arm x seed as one co-evolution run, t
     python -m launch.study --workdir=/tmp/study_smoke --preset=smoke  # minutes on the CPU
     python -m launch.study --workdir=DIR --arms=cocoda,no_gar --seeds=13,42
     python -m launch.study --workdir=/tmp/study --workers=2 --pin_cores  # 2 cells at a time, a core each
+    python -m launch.study --workdir=/tmp/all --gather=/tmp/study_a,/tmp/study_b  # cells run elsewhere, one table
 
 Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
 its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``. With
@@ -21,6 +22,7 @@ from ml_collections import config_flags
 
 from cocoda_jax.runs.common import exit_on_config_error, local_workdir
 from cocoda_jax.runs.logs import route_logs
+from cocoda_jax.study import gather as study_gather
 from cocoda_jax.study import run as study_run
 from configs import study as study_config
 
@@ -39,6 +41,9 @@ _THREADS = flags.DEFINE_integer("threads_per_worker", None, "With --workers > 1:
 _XLA_CACHE = flags.DEFINE_string("xla_cache", "auto", "Persistent XLA compilation cache shared by the cells: a "
                                   "directory, 'auto' (WORKDIR/_xla_cache) or '' (none: each cell compiles "
                                   "everything itself).")
+_GATHER = flags.DEFINE_list("gather", [], "Other study directories: their finished cells that WORKDIR lacks are "
+                            "copied in first (each only if run under the config this study gives it, with its "
+                            "seconds); the cells still missing then run.")
 _PIN = flags.DEFINE_bool("pin_cores", False, "With --workers > 1: each cell's process keeps to its own share of "
                          "the cores (no two cells on one core; XLA's threads sized to the share).")
 
@@ -70,10 +75,15 @@ def main(argv) -> None:
     workdir = local_workdir(_WORKDIR.value)
     route_logs(workdir)  # the cells' INFO logs go to workdir/logs/run.log; the console keeps the progress lines
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
-    study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
-                                log=lambda line: print(line, flush=True), workers=_WORKERS.value,
-                                threads_per_worker=_THREADS.value, pin_cores=_PIN.value,
-                                xla_cache=workdir / "_xla_cache" if _XLA_CACHE.value == "auto" else _XLA_CACHE.value)
+    try:
+        study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
+                                    log=lambda line: print(line, flush=True), workers=_WORKERS.value,
+                                    threads_per_worker=_THREADS.value, pin_cores=_PIN.value,
+                                    xla_cache=(workdir / "_xla_cache" if _XLA_CACHE.value == "auto"
+                                               else _XLA_CACHE.value),
+                                    gather_from=_GATHER.value)
+    except study_gather.GatherError as e:  # nothing was copied or run: say why and stop
+        raise SystemExit(f"gather: {e}") from None
     print(json.dumps(study, indent=2))
 
 

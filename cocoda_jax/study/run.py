@@ -45,6 +45,7 @@ import ml_collections
 
 from cocoda_jax.runs import xla_cache as xla_cache_lib
 from cocoda_jax.study import arms as A
+from cocoda_jax.study import gather as gather_lib
 from cocoda_jax.study import stats, table
 
 REFERENCE = "cocoda"
@@ -345,7 +346,7 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
               seeds: Sequence[int] | None = None, runner: Runner | None = None, depth_fn: DepthFn | None = None,
               log: Callable[[str], None] = print, workers: int = 1,
               threads_per_worker: int | None = None, pin_cores: bool = False,
-              xla_cache: str | Path | None = None) -> dict[str, Any]:
+              xla_cache: str | Path | None = None, gather_from: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Runs (or reads back) every cell, writes ``study.json``, ``study.md`` and ``plots/`` under
     ``workdir`` and returns study.json's dict. ``arms``/``seeds`` default to the config's;
     ``runner``/``depth_fn`` default to coevolve.run / :func:`task_depths` (tests pass fakes).
@@ -374,7 +375,11 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
 
     ``xla_cache``: a directory for a persistent XLA compilation cache shared by the cells (and this
     process with one worker): a program compiled by one cell is loaded by the next instead of compiled
-    again (:mod:`cocoda_jax.runs.xla_cache`); None compiles in every process."""
+    again (:mod:`cocoda_jax.runs.xla_cache`); None compiles in every process.
+
+    ``gather_from``: other study directories whose finished cells this study lacks are copied in
+    first, each only if it ran under the config this study gives it (:mod:`cocoda_jax.study.gather`),
+    with its seconds; the cells still missing then run as usual."""
     workers = _check_workers(workers, threads_per_worker, runner)
     if pin_cores and workers > 1:
         core_slots(os.sched_getaffinity(0), workers)  # enough cores, checked before anything runs
@@ -392,6 +397,8 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     for a in selected:
         if not a.available:
             log(f"arm {a.name}: unavailable ({a.reason})")
+    if gather_from:
+        gather_lib.gather(study_config, workdir, cells, gather_from, log)
 
     times_path = workdir / "cell_times.json"
     times: dict[str, float] = _read_json(times_path, {})
