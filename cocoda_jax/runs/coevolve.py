@@ -472,6 +472,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
             _save(ctx, run_progress, library, state, ref)
         else:
             run_progress, library, state, ref = _resume(ctx, latest)
+            run_progress = _round0_under_this_reward(ctx, run_progress, library, state, latest.config)
         tasks = _TaskSource.of(ctx, library)
         try:
             run_progress, library, state = _rounds(ctx, run_progress, library, state, ref, writer, tasks,
@@ -494,6 +495,29 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
     if "rods_files" in latest.payloads and ctx.settings.rods.enabled:
         write_tree(hosts.host_dir(ctx.workdir) / "rods", latest.payloads["rods_files"])
     return run_progress, library, state, ref
+
+
+def _round0_under_this_reward(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapshot,
+                              state: TrainState, saved_config: Any) -> RunProgress:
+    """``run_progress`` with round 0's validation reward measured under this run's reward, when the
+    run resumes right after stage 2 from a checkpoint saved under another reward (a study's shared
+    prefix: docs/study.md). Stages 1-2 never read the reward; round 0's record only reports it. The
+    same greedy validation rollouts are played again (``stage_s["restate_reward"]`` says for how
+    long); their accuracy must be the record's, else the checkpoint was not this run's stages 1-2
+    and resuming it is a ConfigError. Anything else is returned unchanged."""
+    saved, current = (saved_config or {}).get("reward"), ctx.config.get("reward")
+    if run_progress.round != 0 or saved is None or current is None or not common.config_diff(saved, current.to_dict()):
+        return run_progress
+    record = run_progress.records[0]
+    t0 = time.perf_counter()
+    ev = _evaluate(ctx, state, library, ctx.domain.val, _cards(ctx, library, run_progress.demo_programs))
+    if ev.accuracy != record["val_accuracy"]:
+        raise common.ConfigError(
+            f"{ctx.workdir}: round 0 was saved with validation accuracy {record['val_accuracy']!r}, but its "
+            f"planner and library give {ev.accuracy!r} here: the checkpoint is not this run's stages 1-2")
+    stage_s = {**record.get("stage_s", {}), "restate_reward": time.perf_counter() - t0}
+    restated = {**record, "val_reward": ev.reward_mean, "stage_s": stage_s}
+    return dataclasses.replace(run_progress, records=(restated, *run_progress.records[1:]))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -101,8 +101,10 @@ _BY_NAME = {a.name: a for a in ARMS}
 
 #: Override keys (prefixes) that only stage 3 reads: arms that differ only in these have the same
 #: stages 1-2 (warm library, SFT, round 0's evaluation) at a seed, so the study runs that prefix once.
-#: ``reward.*`` is not among them: round 0's record holds the validation reward under the arm's reward.
-STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "rods.")
+#: ``reward.*`` is among them: stages 1-2 never read the reward, and round 0's record, which reports the
+#: validation reward, is measured again under the cell's own reward when a cell resumes from a prefix
+#: saved under another (``runs/coevolve.py``, ``_round0_under_this_reward``).
+STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "rods.", "reward.")
 
 
 def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:

@@ -16,6 +16,7 @@ def test_registry_names_and_availability():
     assert [a.name for a in A.ARMS if not a.in_presets] == ["growth_tolerant"]  # diagnostic: only when named
     assert A.select(["growth_tolerant"]) == (A.get("growth_tolerant"),)
     assert A.prefix_key(A.get("growth_tolerant")) == ()  # stage 3 only: shares cocoda's prefix
+    assert A.prefix_key(A.get("no_gar")) == ()  # the reward: round 0 restated on resume
     assert all(a.available for a in A.ARMS)  # every arm of the issue has its knob now
     for a in A.ARMS:
         assert bool(a.reason) != a.available

@@ -106,8 +106,9 @@ def test_study_config_presets():
 
 
 def test_arms_that_differ_only_in_stage_3_share_one_prefix(tmp_path):
-    """cocoda, no_ctd and rods_off differ only in what stage 3 reads: their stages 1-2 run once and
-    each cell resumes from a copy; no_gar (round 0 records its own reward) and frozen_library do not."""
+    """cocoda, no_ctd, rods_off and no_gar differ only in what stage 3 reads (no_gar's reward: round 0's
+    record is restated under it on resume): their stages 1-2 run once and each cell resumes from a copy;
+    frozen_library (another warm library) does not."""
     cfg = study_config.get_config("smoke")
     cfg.bootstrap = 50
     base, calls = _fake_runner([]), []
@@ -127,7 +128,7 @@ def test_arms_that_differ_only_in_stage_3_share_one_prefix(tmp_path):
     prefix = [c for c in calls if c[4].get("stop_after_round") == 0]
     assert len(prefix) == 1 and "_prefix" in prefix[0][3] and len(calls) == 6
     shared = {c[3] for c in calls if c[4].get("allow_config_change")}
-    assert shared == {str(R.cell_dir(tmp_path, a, 13)) for a in ("cocoda", "no_ctd", "rods_off")}
+    assert shared == {str(R.cell_dir(tmp_path, a, 13)) for a in ("cocoda", "no_ctd", "rods_off", "no_gar")}
     assert not (R.cell_dir(tmp_path, "no_ctd", 13) / "logs").exists()
     times = json.loads((tmp_path / "cell_times.json").read_text())
     assert set(times) == {f"{a}/seed_13" for a in ("cocoda", "no_ctd", "rods_off", "no_gar", "frozen_library")}
