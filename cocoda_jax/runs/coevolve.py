@@ -506,7 +506,8 @@ def _round0_under_this_reward(ctx: _RunContext, run_progress: RunProgress, libra
     long); their accuracy must be the record's, else the checkpoint was not this run's stages 1-2
     and resuming it is a ConfigError. Anything else is returned unchanged."""
     saved, current = (saved_config or {}).get("reward"), ctx.config.get("reward")
-    if run_progress.round != 0 or saved is None or current is None or not common.config_diff(saved, current.to_dict()):
+    if (run_progress.round != 0 or saved is None or current is None
+            or not common.config_diff(saved, current.to_dict())):
         return run_progress
     record = run_progress.records[0]
     t0 = time.perf_counter()
