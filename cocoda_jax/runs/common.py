@@ -403,6 +403,12 @@ RUN_CONFIG = "config.json"
 NOT_RUN_IDENTITY = ("distributed",)
 
 
+def run_identity_changes(saved: Any, current: Any) -> list[str]:
+    """:func:`config_diff` without the :data:`NOT_RUN_IDENTITY` sections: what makes two configs two
+    different runs."""
+    return [c for c in config_diff(saved, current) if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
+
+
 def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:
     """Marks ``workdir`` as this config's run and returns the metrics writer's ``resume_step``.
 
@@ -418,7 +424,7 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
     claimed = path.exists()
     saved = latest.config if latest is not None else json.loads(path.read_text()) if claimed else None
     if saved is not None and not allow_change:
-        changed = [c for c in config_diff(saved, current) if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
+        changed = run_identity_changes(saved, current)
         if changed:
             raise ConfigError(f"{workdir} holds a run with another config; resuming it with this one would mix "
                               "two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
@@ -447,6 +453,6 @@ __all__ = [
     "build_planner", "claim_workdir", "config_diff", "domain_spec", "exit_on_config_error",
     "frozen_copy", "grpo_learner", "latest_checkpoint", "maybe_initialize_distributed", "mesh_of", "per_category",
     "prompt_cards", "refresh_learner", "require", "restore_state", "retrieval_config", "retrieval_summary",
-    "reward_config", "rollout_config", "sandbox_for", "save_checkpoint", "section", "sft_learner", "tokenizer_for",
-    "train_tree",
+    "reward_config", "rollout_config", "run_identity_changes", "sandbox_for", "save_checkpoint", "section",
+    "sft_learner", "tokenizer_for", "train_tree",
 ]

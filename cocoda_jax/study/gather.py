@@ -7,8 +7,9 @@ this study gives it (its ``config.json`` against :func:`~cocoda_jax.study.arms.c
 keys that say how a process joins a run aside): a cell of another preset, another arm definition
 or another seed is a :class:`~cocoda_jax.runs.common.ConfigError` naming the keys, raised before
 anything is copied. A cell this study has already finished is kept; one it has started but not
-finished is refused (two runs of one cell: the user chooses which to keep); an empty one is filled. The code a cell ran
-under is not recorded, so gathering cells of different commits is the user's claim to make.
+finished is refused (two runs of one cell: the user chooses which to keep); an empty one is filled.
+The code a cell ran under is not recorded, so gathering cells of different commits is the user's
+claim to make.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import ml_collections
 
-from cocoda_jax.runs.common import NOT_RUN_IDENTITY, RUN_CONFIG, ConfigError, config_diff
+from cocoda_jax.runs.common import RUN_CONFIG, ConfigError, run_identity_changes
 from cocoda_jax.study import arms as A
 
 CELL_TIMES = "cell_times.json"
@@ -50,8 +51,7 @@ def _check_config(cdir: Path, config: ml_collections.ConfigDict) -> None:
     path = cdir / RUN_CONFIG
     if not path.exists():
         raise GatherError(f"{cdir} has a report but no {RUN_CONFIG}: its config cannot be checked")
-    changed = [c for c in config_diff(json.loads(path.read_text()), config.to_dict())
-               if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
+    changed = run_identity_changes(json.loads(path.read_text()), config.to_dict())
     if changed:
         raise ConfigError(f"{cdir} was run under another config than this study gives the cell; "
                           "changed (saved -> this study): " + "; ".join(changed))
