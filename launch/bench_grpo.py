@@ -69,6 +69,8 @@ def _define_flags():
     flags.DEFINE_integer("seed", 0, "weights, prompts and sampling seed")
     flags.DEFINE_integer("torch_threads", 0, "torch intra-op threads (0: one per core)")
     flags.DEFINE_bool("tunix", True, "try google-tunix's GRPO learner as a third peer")
+    flags.DEFINE_bool("share_prefix", True, "ours: each group's prompt through the model once (the loop's path); "
+                      "--noshare_prefix: once per rollout, as the peers do")
     flags.DEFINE_string("json_out", None, "also write the JSON here")
 
 
@@ -254,7 +256,7 @@ class Ours:
     advantage and loss, the learner's jitted step."""
 
     def __init__(self, hf_dir: str, *, group_size: int, max_new_tokens: int, beta: float, epsilon: float,
-                 learning_rate: float, seed: int):
+                 learning_rate: float, seed: int, share_prefix: bool = True):
         import jax
         from flax import nnx
 
@@ -277,6 +279,7 @@ class Ours:
         self.group_size, self.max_new_tokens = group_size, max_new_tokens
         self.key = jax.random.key(seed)
         self.G = G
+        self.share_prefix = share_prefix
 
     def iteration(self, prompts: Sequence[Sequence[int]], it: int) -> tuple[dict, dict]:
         """One iteration; returns (the step's metrics, the rollouts' columns with rewards/advantages)."""
@@ -294,12 +297,20 @@ class Ours:
         cols = rollout_columns(rows, res.tokens, res.log_probs, self.max_new_tokens)
         batch = {k: cols[k] for k in ("tokens", "valid", "loss_mask", "old_logp")}
         batch["advantages"] = advantages
+        if self.share_prefix:  # each prompt through the model once, not G times (the loop's own path)
+            from cocoda_jax.rl.loop import shared_group_prefix
+
+            batch = shared_group_prefix(batch, self.group_size)
         if self.ref is not None:
-            batch["ref_logp"] = self.learner.log_probs(self.ref, cols["tokens"], cols["valid"])
+            batch["ref_logp"] = self.learner.log_probs(self.ref, batch["tokens"], batch["valid"], batch.get("prefix"))
         self.state, metrics = self.learner.grpo_step(self.state, batch)
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        cols.update(rewards=rewards, advantages=advantages,
-                    ref_logp=None if self.ref is None else np.asarray(batch["ref_logp"]))
+        ref = None
+        if self.ref is not None:  # back in the full rows' columns (the shared ones score prompt tokens only)
+            ref = np.asarray(batch["ref_logp"])
+            ref = np.pad(ref, ((0, 0), (cols["tokens"].shape[1] - ref.shape[1], 0)))
+        cols.update(rewards=rewards, advantages=advantages, ref_logp=ref,
+                    shared_prefix_len=int(batch["prefix"].shape[1]) if "prefix" in batch else 0)
         return metrics, cols
 
 
@@ -533,7 +544,8 @@ def _tunix_loss_on(actor, algo, cols: dict, beta: float) -> float:
 
 def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_tokens: int = 32,
         vocab_size: int = 1024, iterations: int = 5, warmup: int = 1, beta: float = 0.01, epsilon: float = 0.2,
-        learning_rate: float = 1e-5, seed: int = 0, torch_threads: int = 0, tunix: bool = True) -> dict:
+        learning_rate: float = 1e-5, seed: int = 0, torch_threads: int = 0, tunix: bool = True,
+        share_prefix: bool = True) -> dict:
     import jax
     import torch
 
@@ -543,13 +555,13 @@ def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_
     prompt_ids = make_prompts(prompts, prompt_len, vocab_size, seed)
     settings = dict(prompts=prompts, group_size=group_size, prompt_len=prompt_len, max_new_tokens=max_new_tokens,
                     vocab_size=vocab_size, iterations=iterations, warmup=warmup, beta=beta, epsilon=epsilon,
-                    learning_rate=learning_rate, seed=seed)
+                    learning_rate=learning_rate, seed=seed, share_prefix=share_prefix)
     with tempfile.TemporaryDirectory() as d:
         hf_dir = os.path.join(d, "model")
         cfg, tok = write_hf_dir(hf_dir, vocab_size, seed)
 
         ours = Ours(hf_dir, group_size=group_size, max_new_tokens=max_new_tokens, beta=beta, epsilon=epsilon,
-                    learning_rate=learning_rate, seed=seed)
+                    learning_rate=learning_rate, seed=seed, share_prefix=share_prefix)
         first_metrics, first_cols = ours_warmup(ours, prompt_ids, warmup)
 
         trainer, clock = make_trl_trainer(hf_dir, tok, prompt_ids, group_size=group_size,
@@ -595,7 +607,8 @@ def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_
                 "a peer's (TRL: at its step ends; tunix: in its reward call) and is left out of the peer's time, "
                 "so each ratio compares iterations that saw the same machine load"),
         **means, ours_iter_s=ours_iters, trl_iter_s=trl_iters, tunix_iter_s=tunix_iters,
-        ours_completion_tokens_per_iter=float(np.mean(tokens)), params=cfg.num_params(),
+        ours_completion_tokens_per_iter=float(np.mean(tokens)), ours_shared_prefix_len=first_cols["shared_prefix_len"],
+        params=cfg.num_params(),
         backend=jax.default_backend(), torch_threads=torch.get_num_threads(), cpu_count=os.cpu_count(), **settings)
 
 
@@ -603,7 +616,8 @@ def main(argv):
     del argv
     out = run(prompts=F.prompts, group_size=F.group_size, prompt_len=F.prompt_len, max_new_tokens=F.max_new_tokens,
               vocab_size=F.vocab_size, iterations=F.iterations, warmup=F.warmup, beta=F.beta, epsilon=F.epsilon,
-              learning_rate=F.learning_rate, seed=F.seed, torch_threads=F.torch_threads, tunix=F.tunix)
+              learning_rate=F.learning_rate, seed=F.seed, torch_threads=F.torch_threads, tunix=F.tunix,
+              share_prefix=F.share_prefix)
     emit_json(out, F.json_out)
 
 

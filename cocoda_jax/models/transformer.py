@@ -282,6 +282,17 @@ class Block(nnx.Module):
             k_read, v_read = kc[layer], vc[layer]
         return self._rest(x, attention_core(q, k_read, v_read, mask)), kc, vc
 
+    def with_prefix(self, xp, x, pos_p, pos, mask_p, mask, group: int):
+        """One layer over a shared prefix ``xp`` [n, c, d] and its continuations ``x`` [n * group, t, d]
+        (rows ``i * group ..`` continue prefix ``i``): the prefix's keys and values are computed once
+        per prefix and repeated to its rows, which attend to them before their own (``mask``
+        [n * group, t, c + t]). Returns (xp, x) after the layer."""
+        qp, kp, vp = self.attn.qkv(self.input_norm(xp), pos_p)
+        q, k, v = self.attn.qkv(self.input_norm(x), pos)
+        k = jnp.concatenate([jnp.repeat(kp, group, axis=0), k], axis=2)
+        v = jnp.concatenate([jnp.repeat(vp, group, axis=0), v], axis=2)
+        return self._rest(xp, attention_core(qp, kp, vp, mask_p)), self._rest(x, attention_core(q, k, v, mask))
+
     def _rest(self, x, attended):
         x = x + self.attn.out(attended)
         return x + self.mlp(self.post_attn_norm(x))
@@ -360,7 +371,7 @@ class Transformer(nnx.Module):
 
     # -- training / scoring forward
     def __call__(self, input_ids, *, positions=None, attention_mask=None, remat: bool = False,
-                 hidden: bool = False, scan: bool = False):
+                 hidden: bool = False, scan: bool = False, prefix=None):
         """input_ids [b, t] ints; attention_mask [b, t] (1 = real token) for padded rows.
 
         Positions default to the count of real tokens before each slot, so a left-padded
@@ -373,6 +384,11 @@ class Transformer(nnx.Module):
         body whatever the depth, and with ``remat`` a backward that keeps one layer's input per
         layer, which no compiler pass can undo. Without it the layers are unrolled (one copy of the
         layer in the program per layer: faster to run for a few layers on the CPU, slower to compile).
+        ``prefix``: ids [n, c] (every slot real) that rows ``i * g .. i * g + g - 1`` of ``input_ids``
+        (``g = b / n``) continue: GRPO's G rollouts of one prompt. The prefix runs once per group, not
+        once per row, and the result is each row's continuation only: the values the rows
+        ``concat(prefix[i], input_ids[r])`` would get at their last ``t`` slots (default positions
+        count on from ``c``; given ``positions`` are the rows' own, the prefix's being ``0 .. c - 1``).
         """
         input_ids = jnp.asarray(input_ids)
         if input_ids.ndim != 2:
@@ -383,8 +399,13 @@ class Transformer(nnx.Module):
         attention_mask = jnp.asarray(attention_mask).astype(bool)
         if positions is None:
             positions = jnp.maximum(jnp.cumsum(attention_mask, axis=1) - 1, 0)
+            if prefix is not None:
+                positions = positions + jnp.shape(prefix)[-1]
         causal = jnp.tril(jnp.ones((t, t), bool))
         mask = causal[None] & attention_mask[:, None, :]
+        if prefix is not None:
+            return self._with_prefix(jnp.asarray(prefix), input_ids, positions, mask, remat=remat, hidden=hidden,
+                                     scan=scan)
         graphdef, state = nnx.split(self.layers)
 
         def layer(st, x):  # a pure function of one layer's state: nests in scan, grad and checkpoint
@@ -399,6 +420,32 @@ class Transformer(nnx.Module):
             for i in range(self.cfg.n_layers):
                 x = layer(layer_state(state, i), x)
         return x if hidden else self._logits(x)
+
+    def _with_prefix(self, prefix, input_ids, positions, mask, *, remat, hidden, scan):
+        """:meth:`__call__` of continuations ``input_ids`` [n * g, t] of a shared ``prefix`` [n, c]."""
+        if prefix.ndim != 2 or prefix.shape[1] < 1:
+            raise ValueError(f"prefix must be [groups, length >= 1], got shape {prefix.shape}")
+        (n, c), (b, t) = prefix.shape, input_ids.shape
+        if b % n:
+            raise ValueError(f"{b} rows do not continue {n} prefixes in equal groups")
+        group = b // n
+        pos_p = jnp.broadcast_to(jnp.arange(c), (n, c))
+        mask_p = jnp.broadcast_to(jnp.tril(jnp.ones((c, c), bool)), (n, c, c))
+        mask = jnp.concatenate([jnp.ones((b, t, c), bool), mask], axis=2)
+        graphdef, state = nnx.split(self.layers)
+
+        def layer(st, carry):
+            return nnx.merge(graphdef, st).with_prefix(*carry, pos_p, positions, mask_p, mask, group)
+
+        if remat:
+            layer = jax.checkpoint(layer)
+        carry = (self._embed(prefix), self._embed(input_ids))
+        if scan:
+            carry = jax.lax.scan(lambda carry, st: (layer(st, carry), None), carry, state)[0]
+        else:
+            for i in range(self.cfg.n_layers):
+                carry = layer(layer_state(state, i), carry)
+        return carry[1] if hidden else self._logits(carry[1])
 
     # -- cached forward
     def decode(self, tokens, positions, token_mask, cache: KVCache, *, scan: bool = False,

@@ -18,6 +18,12 @@ Batches are dicts of arrays aligned with ``tokens`` ``[B, T]`` (what
 Position ``t`` of a per-token column scores ``tokens[:, t]`` given ``tokens[:, :t]``, so column 0
 is never a loss position; the learner compares ``logits[:, :-1]`` with ``tokens[:, 1:]``.
 
+A shared prompt (GRPO only; :func:`cocoda_jax.rl.loop.shared_group_prefix`): ``prefix`` ``[n, c]``
+holds the first ``c`` tokens common to each group of ``g = B / n`` consecutive rows, and the other
+columns hold the rest of each row (``tokens[:, c:]`` of the full batch, ...). The prefix then runs
+through the model once per group instead of once per row (``Transformer.__call__(prefix=)``), and
+micro-batches take whole groups; the loss and its gradient are the full batch's.
+
 Micro-batching (:func:`accumulate_gradients`, the one gradient-accumulation path): the batch is cut
 into ``num_micro_batches`` strided slices (row ``i`` goes to slice ``i % n``, so each slice stays
 spread over every data shard), scanned with ``lax.scan``; the gradients of the losses' *sums* are
@@ -48,7 +54,7 @@ from cocoda_jax.rl.update import OptimConfig, global_norm, make_optimizer, make_
 
 SFT_KEYS = ("tokens", "loss_mask", "valid")
 GRPO_KEYS = SFT_KEYS + ("advantages",)
-GRPO_OPTIONAL = ("old_logp", "ref_logp")
+GRPO_OPTIONAL = ("old_logp", "ref_logp", "prefix")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,12 +213,15 @@ class Learner:
         with self._ctx():
             return self._grpo(state, batch)
 
-    def log_probs(self, params: nnx.State, tokens: Any, valid: Any) -> jax.Array:
-        """``[B, T]`` log-probs of ``tokens[:, t]`` given the prefix (column 0 is 0): what a frozen
-        reference contributes as ``ref_logp``, or the current policy as ``old_logp``."""
-        batch = self.shard_batch({"tokens": tokens, "valid": valid})
+    def log_probs(self, params: nnx.State, tokens: Any, valid: Any, prefix: Any = None) -> jax.Array:
+        """``[B, T]`` log-probs of ``tokens[:, t]`` given the tokens before (column 0 is 0): what a
+        frozen reference contributes as ``ref_logp``, or the current policy as ``old_logp``. With a
+        shared ``prefix`` ``[n, c]`` (see the module's docstring) ``tokens`` are the rows' own columns and
+        column 0 is 0 too (its token follows the prefix, but no loss reads it)."""
+        batch = self.shard_batch({"tokens": tokens, "valid": valid, "prefix": prefix})
+        _check_prefix(batch, 1)
         with self._ctx():
-            return self._score(params, batch["tokens"], batch["valid"])
+            return self._score(params, batch["tokens"], batch["valid"], batch.get("prefix"))
 
     # -------------------------------------------------------------------------------- internals
     def _ctx(self):
@@ -227,38 +236,44 @@ class Learner:
         missing = [k for k in required if batch.get(k) is None]
         if missing:
             raise BatchError(f"batch lacks {missing}; it has {sorted(batch)}")
+        if batch.get("prefix") is not None and "prefix" not in optional:
+            raise BatchError("a shared prefix is for GRPO batches only")
         keys = required + tuple(k for k in optional if batch.get(k) is not None)
         out = {k: batch[k] for k in keys}
         if len(jnp.shape(out["tokens"])) != 2:
             raise BatchError(f"batch['tokens'] must be [batch, time], got shape {tuple(jnp.shape(out['tokens']))}")
         b, t = jnp.shape(out["tokens"])
         for k, v in out.items():
+            if k == "prefix":
+                continue
             want = (b,) if k == "advantages" else (b, t)
             if tuple(jnp.shape(v)) != want:
                 raise BatchError(f"batch[{k!r}] has shape {tuple(jnp.shape(v))}, expected {want}")
         n = self.config.num_micro_batches
         if b % n:
             raise BatchError(f"a batch of {b} rows does not split into {n} micro-batches")
+        _check_prefix(out, n)
         return self.shard_batch(out)
 
-    def _forward_logp(self, params, tokens, valid):
+    def _forward_logp(self, params, tokens, valid, prefix=None):
         """The log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` and whether each is the argmax (every
-        scorer's path); with ``logits_chunk`` the full logits never exist at once."""
+        scorer's path); with ``logits_chunk`` the full logits never exist at once. ``prefix``: the
+        rows' shared first tokens (see the module's docstring)."""
         model = nnx.merge(self.graphdef, params)
         chunk = self.config.logits_chunk
+        kw = dict(attention_mask=valid, remat=self.config.remat, scan=self.config.scan_layers, prefix=prefix)
         if chunk > 0:
-            x = model(tokens, attention_mask=valid, remat=self.config.remat, hidden=True,
-                      scan=self.config.scan_layers)[:, :-1]
+            x = model(tokens, hidden=True, **kw)[:, :-1]
             return model.target_scores(x, tokens[:, 1:], chunk)
-        logits = model(tokens, attention_mask=valid, remat=self.config.remat, scan=self.config.scan_layers)[:, :-1]
+        logits = model(tokens, **kw)[:, :-1]
         return token_log_probs(logits, tokens[:, 1:]), jnp.argmax(logits, axis=-1) == tokens[:, 1:]
 
-    def _log_probs(self, params, tokens, valid):
-        return jnp.pad(self._forward_logp(params, tokens, valid)[0], ((0, 0), (1, 0)))
+    def _log_probs(self, params, tokens, valid, prefix=None):
+        return jnp.pad(self._forward_logp(params, tokens, valid, prefix)[0], ((0, 0), (1, 0)))
 
     def _shifted_logp(self, params, micro):
         """Log-probs of ``tokens[:, 1:]``, their argmax hits, and the matching loss mask ``[b, T-1]``."""
-        logp, top1 = self._forward_logp(params, micro["tokens"], micro["valid"])
+        logp, top1 = self._forward_logp(params, micro["tokens"], micro["valid"], micro.get("prefix"))
         mask = micro["loss_mask"][:, 1:].astype(jnp.float32) * micro["valid"][:, 1:].astype(jnp.float32)
         return top1, logp, mask
 
@@ -287,7 +302,11 @@ class Learner:
         n = self.config.num_micro_batches
 
         def step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
-            grads, sums = accumulate_gradients(sums_fn, state.params, batch, n)
+            if "prefix" in batch:  # micro-batches of whole groups: every leaf led by the group axis
+                grads, sums = accumulate_gradients(lambda p, m: sums_fn(p, _ungroup_rows(m)), state.params,
+                                                   _group_rows(batch), n)
+            else:
+                grads, sums = accumulate_gradients(sums_fn, state.params, batch, n)
             updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, updates)
             metrics = dict(finalize(sums, batch), grad_norm=global_norm(grads), update_norm=global_norm(updates),
@@ -296,6 +315,29 @@ class Learner:
             return TrainState(params=params, opt_state=opt_state, step=state.step + 1), metrics
 
         return jax.jit(step, donate_argnums=(0,), out_shardings=(self._state_shardings, None))
+
+
+def _check_prefix(batch: Mapping[str, Any], num_micro_batches: int) -> None:
+    """A shared prefix is ``[groups, c >= 1]``, its groups divide the rows and the micro-batches."""
+    prefix = batch.get("prefix")
+    if prefix is None:
+        return
+    shape, rows = tuple(jnp.shape(prefix)), jnp.shape(batch["tokens"])[0]
+    if len(shape) != 2 or shape[0] < 1 or shape[1] < 1 or rows % shape[0]:
+        raise BatchError(f"batch['prefix'] has shape {shape}: want [groups, length >= 1] with groups dividing "
+                         f"the {rows} rows")
+    if shape[0] % num_micro_batches:
+        raise BatchError(f"{shape[0]} prefix groups do not split into {num_micro_batches} micro-batches")
+
+
+def _group_rows(batch: dict) -> dict:
+    """Every row column ``[B, ...]`` as ``[n, B / n, ...]`` for a batch with ``prefix`` ``[n, c]``."""
+    n = batch["prefix"].shape[0]
+    return {k: v if k == "prefix" else v.reshape(n, v.shape[0] // n, *v.shape[1:]) for k, v in batch.items()}
+
+
+def _ungroup_rows(batch: dict) -> dict:
+    return {k: v if k == "prefix" else v.reshape(-1, *v.shape[2:]) for k, v in batch.items()}
 
 
 def _finalize_sft(sums: dict, batch: dict) -> dict[str, jax.Array]:

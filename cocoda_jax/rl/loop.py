@@ -219,7 +219,7 @@ class Iteration:
 def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any,
                    sandbox: Any, *, group_size: int, rc: RolloutConfig, cards: T.CardSource, key: jax.Array,
                    reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
-                   mask_uniform_groups: bool = True, ppo_epochs: int = 1
+                   mask_uniform_groups: bool = True, ppo_epochs: int = 1, share_prefix: bool = True
                    ) -> tuple[TrainState, dict[str, float], Iteration]:
     """Samples ``group_size`` rollouts per task with the current planner, scores them with the
     configured reward, and takes one GRPO step on the sampled tokens.
@@ -231,7 +231,8 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     (:func:`without_masked_groups`): the same gradient for a fraction of the compute.
     ``ppo_epochs``: optimizer steps on the same rollouts; the sampler's log-probs stay the old
     policy's, so from the second epoch on the ratio moves away from 1 and the clip bounds the step.
-    The metrics are the last epoch's.
+    The metrics are the last epoch's. ``share_prefix``: each group's prompt is run once in the step
+    and the reference forward, not once per rollout (:func:`shared_group_prefix`; the same loss).
     """
     if ppo_epochs < 1:
         raise ValueError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
@@ -261,8 +262,13 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
             rows = unit * -(-len(tasks) // 4)
             batch = without_masked_groups(batch, uniform, row_multiple=rows, length_multiple=rc.length_multiple,
                                           max_len=rc.max_len)
+    train_tokens = float(batch["valid"].sum())
+    if share_prefix:
+        batch = shared_group_prefix(batch, group_size, multiple=PREFIX_MULTIPLE,
+                                    num_micro_batches=learner.config.num_micro_batches)
     if grpo_cfg.beta > 0:
-        batch["ref_logp"] = np.asarray(learner.log_probs(ref_params, batch["tokens"], batch["valid"]))
+        batch["ref_logp"] = np.asarray(learner.log_probs(ref_params, batch["tokens"], batch["valid"],
+                                                         batch.get("prefix")))
     t1 = time.perf_counter()
     for _ in range(ppo_epochs):
         state, step_metrics = learner.grpo_step(state, batch)
@@ -275,9 +281,14 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
                "accuracy": float(np.mean([t.correct for t in trajs])),
                "uniform_group_share": float(uniform.mean()), "train_rows": float(batch["tokens"].shape[0]),
                "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
-               "train_tokens_per_s": float(batch["valid"].sum()) / max(update_s, 1e-9),
+               "train_tokens_per_s": train_tokens / max(update_s, 1e-9),
+               "shared_prefix_len": float(batch["prefix"].shape[1]) if "prefix" in batch else 0.0,
                "rollout_s": rollout_s, "update_s": update_s}
     return state, metrics, Iteration(tuple(trajs), tuple(records), tuple(breakdowns), group_size)
+
+
+# a shared prompt's length is rounded down to this: each (prefix, rest) shape compiles the step again
+PREFIX_MULTIPLE = 16
 
 
 def batch_shards(mesh: Any) -> int:
@@ -323,6 +334,37 @@ def without_masked_groups(batch: dict[str, np.ndarray], masked: np.ndarray, *, r
     return {k: (v[take] if v.ndim == 1 else v[take, :length]) for k, v in batch.items()}
 
 
+def shared_group_prefix(batch: dict[str, np.ndarray], group_size: int, *, multiple: int = 1,
+                        num_micro_batches: int = 1) -> dict[str, np.ndarray]:
+    """``batch`` (rows in groups of ``group_size`` consecutive rollouts of one prompt) with its shared
+    first columns moved to ``batch["prefix"]`` ``[groups, c]``, once per group, and every other column
+    cut to ``[:, c:]``: the learner then runs the prompt once per group instead of ``group_size``
+    times (:mod:`cocoda_jax.rl.learner`). The loss and gradient are the full batch's (up to float
+    summation order).
+
+    ``c`` is the longest run of leading columns that, in every group, hold the same token in all its
+    rows, are real and carry no loss, less one (the last shared column starts each row's own part:
+    its hidden state predicts the row's first scored token), rounded down to ``multiple`` (few
+    shapes: each compiles the step again). The batch comes back unchanged where ``c`` would be 0,
+    where the rows are not whole groups, or where the groups do not split into
+    ``num_micro_batches`` (micro-batches take whole groups)."""
+    tokens = np.asarray(batch["tokens"])
+    rows, length = tokens.shape
+    if group_size < 1 or rows % group_size or (rows // group_size) % num_micro_batches:
+        return batch
+    grouped = lambda x: np.asarray(x).reshape(rows // group_size, group_size, length)  # noqa: E731
+    g = grouped(tokens)
+    shared = ((g == g[:, :1]).all(axis=1) & grouped(batch["valid"]).astype(bool).all(axis=1)
+              & (grouped(batch["loss_mask"]) == 0).all(axis=1))  # [groups, length]
+    runs = np.where(shared.all(axis=1), length, np.argmin(shared, axis=1))
+    c = (min(int(runs.min()), length - 1) - 1) // multiple * multiple
+    if c < 1:
+        return batch
+    out = {k: (v if np.ndim(v) == 1 else np.asarray(v)[:, c:]) for k, v in batch.items()}
+    out["prefix"] = tokens[::group_size, :c]
+    return out
+
+
 def sample_tasks(pool: Sequence[Any], n: int, seed: int, iteration: int, stream: int = 7) -> list[Any]:
     """``n`` distinct tasks of ``pool`` for GRPO iteration ``iteration`` (a static task source):
     a pure function of ``(seed, stream, iteration)``; ``stream`` keeps two users' draws apart."""
@@ -338,5 +380,5 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 __all__ = [
     "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
     "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
-    "summarize", "without_masked_groups",
+    "shared_group_prefix", "summarize", "without_masked_groups",
 ]
