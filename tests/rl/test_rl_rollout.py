@@ -167,3 +167,34 @@ def test_grpo_iteration_steps_once_per_ppo_epoch(setup, math_library, sandbox):
     with pytest.raises(ValueError, match="ppo_epochs"):
         L.grpo_iteration(learner, state, tok, tasks[:1], math_library, sandbox, group_size=2, rc=rc,
                          cards=cards, key=jax.random.key(0), ppo_epochs=0)
+
+
+def test_grpo_iteration_with_the_shared_prompt_takes_the_full_batch_step(setup, math_library, sandbox):
+    """The loop runs each group's prompt once (``share_prefix``, the default) in the step and in the
+    reference forward: the same rollouts give the same loss, metrics and update as with every row's
+    prompt run (SGD: params compare gradients). The untrained planner's rollouts score alike, so the
+    gradient comes from the KL term, to a reference that differs from the policy."""
+    from cocoda_jax.rl import grpo as G
+    from cocoda_jax.rl.update import OptimConfig
+
+    tasks, tok, model = setup
+    rc = L.RolloutConfig(max_steps=2, max_len=256, max_new_tokens=8, length_multiple=8)
+    cards = all_cards(math_library, "bare")
+    out = []
+    for share in (True, False):
+        learner = Learner(model, LearnerConfig(optim=OptimConfig(learning_rate=0.5, optimizer="sgd", clip_norm=None),
+                                               grpo=G.GRPOConfig(beta=0.1)))
+        ref = jax.tree.map(lambda x: x * 1.05, learner.init_state().params)
+        state, metrics, _ = L.grpo_iteration(learner, learner.init_state(), tok, tasks[:2], math_library, sandbox,
+                                             group_size=2, rc=rc, cards=cards, key=jax.random.key(5), ref_params=ref,
+                                             mask_uniform_groups=False, share_prefix=share,
+                                             reward_config=RewardConfig(malformed_penalty=0.1))
+        out.append((metrics, jax.device_get(state.params)))
+    (shared, p_shared), (full, p_full) = out
+    assert shared["shared_prefix_len"] >= 8 and shared["shared_prefix_len"] % 8 == 0
+    assert full["shared_prefix_len"] == 0
+    assert shared["grpo/grad_norm"] > 1e-4  # a real update to compare, not two zero gradients
+    for key in ("grpo/loss", "grpo/kl", "grpo/tokens", "grpo/entropy", "grpo/grad_norm", "reward_mean"):
+        assert shared[key] == pytest.approx(full[key], rel=2e-5, abs=1e-7), key
+    for x, y in zip(jax.tree.leaves(p_full), jax.tree.leaves(p_shared)):
+        np.testing.assert_allclose(y, x, atol=2e-6, rtol=0)
