@@ -282,16 +282,20 @@ class Block(nnx.Module):
             k_read, v_read = kc[layer], vc[layer]
         return self._rest(x, attention_core(q, k_read, v_read, mask)), kc, vc
 
-    def with_prefix(self, xp, x, pos_p, pos, mask_p, mask, group: int):
+    def with_prefix(self, xp, x, pos_p, pos, mask_p, mask, group: int, prefix_out: bool = True):
         """One layer over a shared prefix ``xp`` [n, c, d] and its continuations ``x`` [n * group, t, d]
         (rows ``i * group ..`` continue prefix ``i``): the prefix's keys and values are computed once
         per prefix and repeated to its rows, which attend to them before their own (``mask``
-        [n * group, t, c + t]). Returns (xp, x) after the layer."""
-        qp, kp, vp = self.attn.qkv(self.input_norm(xp), pos_p)
+        [n * group, t, c + t]). Returns (xp, x) after the layer. ``prefix_out=False`` (the last layer:
+        nothing reads the prefix's output) leaves ``xp`` as it was and skips its query, attention, output
+        projection and MLP, which inside a ``lax.scan`` XLA could not remove as dead code."""
+        qp, kp, vp = self.attn.qkv(self.input_norm(xp), pos_p)  # qp unused when not prefix_out: dropped
         q, k, v = self.attn.qkv(self.input_norm(x), pos)
-        k = jnp.concatenate([jnp.repeat(kp, group, axis=0), k], axis=2)
-        v = jnp.concatenate([jnp.repeat(vp, group, axis=0), v], axis=2)
-        return self._rest(xp, attention_core(qp, kp, vp, mask_p)), self._rest(x, attention_core(q, k, v, mask))
+        x = self._rest(x, attention_core(q, jnp.concatenate([jnp.repeat(kp, group, axis=0), k], axis=2),
+                                         jnp.concatenate([jnp.repeat(vp, group, axis=0), v], axis=2), mask))
+        if prefix_out:
+            xp = self._rest(xp, attention_core(qp, kp, vp, mask_p))
+        return xp, x
 
     def _rest(self, x, attended):
         x = x + self.attn.out(attended)
@@ -434,17 +438,20 @@ class Transformer(nnx.Module):
         mask = jnp.concatenate([jnp.ones((b, t, c), bool), mask], axis=2)
         graphdef, state = nnx.split(self.layers)
 
-        def layer(st, carry):
-            return nnx.merge(graphdef, st).with_prefix(*carry, pos_p, positions, mask_p, mask, group)
+        def layer(st, carry, prefix_out=True):
+            return nnx.merge(graphdef, st).with_prefix(*carry, pos_p, positions, mask_p, mask, group, prefix_out)
 
         if remat:
-            layer = jax.checkpoint(layer)
+            layer = jax.checkpoint(layer, static_argnums=(2,))
         carry = (self._embed(prefix), self._embed(input_ids))
-        if scan:
-            carry = jax.lax.scan(lambda carry, st: (layer(st, carry), None), carry, state)[0]
+        last = self.cfg.n_layers - 1
+        if scan and last > 0:  # every layer but the last as one scan; the last without the prefix's output
+            carry = jax.lax.scan(lambda carry, st: (layer(st, carry, True), None), carry,
+                                 jax.tree.map(lambda w: w[:last], state))[0]
+            carry = layer(layer_state(state, last), carry, False)
         else:
             for i in range(self.cfg.n_layers):
-                carry = layer(layer_state(state, i), carry)
+                carry = layer(layer_state(state, i), carry, i < last)
         return carry[1] if hidden else self._logits(carry[1])
 
     # -- cached forward
