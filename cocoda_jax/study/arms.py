@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import ml_collections
@@ -152,6 +153,11 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, A
     return out
 
 
+def cell_dir(workdir: str | Path, arm: str, seed: int) -> Path:
+    """Where one cell (``arm`` x ``seed``) of a study in ``workdir`` runs and keeps its report."""
+    return Path(workdir) / arm / f"seed_{int(seed)}"
+
+
 def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> ml_collections.ConfigDict:
     """The run config of one (arm, seed) cell: the arm's overrides, ``seed`` (parameters, sampling,
     batches) and ``domain.seed`` (the task draw: every arm of a seed gets the same test tasks, so
@@ -161,4 +167,5 @@ def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> m
     return apply_overrides(run_config, {**arm.overrides, "seed": int(seed), "domain.seed": int(seed)})
 
 
-__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "apply_overrides", "cell_config", "get", "names", "prefix_key", "select"]
+__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "apply_overrides", "cell_config", "cell_dir", "get", "names", "prefix_key",
+           "select"]

@@ -43,10 +43,6 @@ class Take:
     seconds: float | None
 
 
-def _cell(root: Path, arm: str, seed: int) -> Path:
-    return root / arm / f"seed_{int(seed)}"
-
-
 def _check_config(cdir: Path, config: ml_collections.ConfigDict) -> None:
     path = cdir / RUN_CONFIG
     if not path.exists():
@@ -72,19 +68,19 @@ def plan(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence
     takes: list[Take] = []
     for arm, seed in cells:
         key = f"{arm.name}/seed_{int(seed)}"
-        dest = _cell(workdir, arm.name, seed)
+        dest = A.cell_dir(workdir, arm.name, seed)
         if (dest / "report.json").exists():
             continue
-        found = [(r, t) for r, t in zip(roots, times) if (_cell(r, arm.name, seed) / "report.json").exists()]
+        found = [(r, t) for r, t in zip(roots, times) if (A.cell_dir(r, arm.name, seed) / "report.json").exists()]
         if not found:
             continue
         if dest.exists() and any(dest.iterdir()):
             raise GatherError(f"{dest} is started but unfinished and {found[0][0]} has it finished: remove one "
                               "of the two before gathering (the study does not choose between two runs of a cell)")
         root, cell_times = found[0]
-        _check_config(_cell(root, arm.name, seed), A.cell_config(study_config.run, arm, seed))
+        _check_config(A.cell_dir(root, arm.name, seed), A.cell_config(study_config.run, arm, seed))
         seconds = cell_times.get(key)
-        takes.append(Take(key, _cell(root, arm.name, seed), None if seconds is None else float(seconds)))
+        takes.append(Take(key, A.cell_dir(root, arm.name, seed), None if seconds is None else float(seconds)))
     return takes
 
 

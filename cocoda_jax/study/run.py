@@ -47,15 +47,12 @@ from cocoda_jax.runs import xla_cache as xla_cache_lib
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import gather as gather_lib
 from cocoda_jax.study import stats, table
+from cocoda_jax.study.arms import cell_dir
 
 REFERENCE = "cocoda"
 
 Runner = Callable[[ml_collections.ConfigDict, Path], Mapping[str, Any]]
 DepthFn = Callable[[ml_collections.ConfigDict], Mapping[str, int]]
-
-
-def cell_dir(workdir: str | Path, arm: str, seed: int) -> Path:
-    return Path(workdir) / arm / f"seed_{int(seed)}"
 
 
 def _coevolve_runner(config: ml_collections.ConfigDict, workdir: Path, **kwargs: Any) -> Mapping[str, Any]:
