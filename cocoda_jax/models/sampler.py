@@ -357,6 +357,21 @@ class Sampler:
         history = tuple(tuple(int(x) for x in p) for p in prompts)
         return self._decode(self._detok(), cache, last, pos, done, history, params, key)
 
+    def select_rows(self, state: SamplerState, rows: Sequence[int]) -> SamplerState:
+        """The conversations ``rows`` of ``state``, in that order, as a batch of ``len(rows)``: their
+        cache rows, last logits, positions and histories gathered, nothing recomputed. A multi-turn
+        caller drops its finished conversations with it, so later turns decode only the live rows
+        (every row of a batch costs the same per decode step, finished or not). Off mesh only, where
+        the new row count need not divide the batch's sharding."""
+        mesh = jax.sharding.get_abstract_mesh()
+        if not (mesh is None or mesh.empty):
+            raise SamplerError("select_rows runs off mesh only (the row count must divide the batch sharding)")
+        n = state.pos.shape[0]
+        if not rows or any(not 0 <= int(r) < n for r in rows):
+            raise SamplerError(f"rows must be a non-empty selection of the batch's {n} rows, got {list(rows)}")
+        cache, last, pos = _SPREAD(state.cache, state.last_logits, state.pos, jnp.asarray(rows, jnp.int32))
+        return SamplerState(cache, last, pos, tuple(state.history[int(r)] for r in rows))
+
     def continue_generation(self, state: SamplerState, observations: Sequence[Sequence[int]],
                             params: SamplingParams, key) -> GenerationResult:
         """Appends `observations[b]` (tokens the model did not generate) to each row and

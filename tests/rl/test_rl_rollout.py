@@ -198,3 +198,49 @@ def test_grpo_iteration_with_the_shared_prompt_takes_the_full_batch_step(setup, 
         assert shared[key] == pytest.approx(full[key], rel=2e-5, abs=1e-7), key
     for x, y in zip(jax.tree.leaves(p_full), jax.tree.leaves(p_shared)):
         np.testing.assert_allclose(y, x, atol=2e-6, rtol=0)
+
+
+def test_finished_episodes_leave_the_batch_and_the_live_ones_continue_unchanged(setup, math_library):
+    """40 episodes, 12 then 3 still running: the sampler's batch shrinks to 16 then 8 rows, and each
+    live row's greedy turns and log-probs are what the full batch gives it."""
+    from cocoda_jax.models.sampler import Sampler, SamplingParams
+
+    tasks, tok, model = setup
+    cards = all_cards(math_library, "bare")
+    prompts = [T.render_prompt(t, cards) for t in tasks[:40]]
+    params = SamplingParams(max_new_tokens=6, greedy=True, stop_tokens=tok.line_end_ids)
+    turns = [list(range(40)), list(range(0, 36, 3)), [3, 18, 33]]
+
+    def play(drop):
+        policy = SamplerPolicy(Sampler(model, cache_size=512, pad_id=tok.pad_id), tok, params, jax.random.key(0),
+                               max_len=400, drop_finished=drop)
+        out, sizes = [], []
+        for k, rows in enumerate(turns):
+            contexts = [prompts[r] + "".join(f"\nobservation {r} {j}" for j in range(k)) + ("\n" if k else "")
+                        for r in rows]
+            out.append([(g.tokens, np.asarray(g.log_probs)) for g in policy(contexts, rows)])
+            sizes.append(policy.row_turns)
+        return out, sizes, policy.records()
+
+    full, full_sizes, full_records = play(False)
+    dropped, sizes, records = play(True)
+    assert full_sizes == [40, 80, 120] and sizes == [40, 56, 64]  # 40, then 16, then 8 rows decoded
+    for a, b in zip(full, dropped):
+        assert [t for t, _ in a] == [t for t, _ in b]
+        for (_, la), (_, lb) in zip(a, b):
+            np.testing.assert_allclose(la, lb, atol=1e-5)
+    assert [r.ids for r in full_records] == [r.ids for r in records]
+    assert any(len(t) for t, _ in dropped[2])
+
+
+def test_select_rows_refuses_a_bad_selection(setup):
+    from cocoda_jax.models.sampler import Sampler, SamplerError, SamplingParams
+
+    _, tok, model = setup
+    sampler = Sampler(model, cache_size=64)
+    out = sampler.generate([[3, 4], [5, 6]], SamplingParams(max_new_tokens=2, greedy=True), jax.random.key(0))
+    for bad in ([], [2], [-1]):
+        with pytest.raises(SamplerError, match="selection"):
+            sampler.select_rows(out.state, bad)
+    picked = sampler.select_rows(out.state, [1])
+    assert picked.history == (out.state.history[1],) and picked.pos.shape == (1,)
