@@ -55,7 +55,10 @@ import ml_collections
 class Arm:
     """One row of the study. ``overrides``: dotted key -> value, applied to a copy of the run
     config; ``reason``: why the arm is unavailable (empty when it is available); ``in_presets``:
-    whether the study's presets run it (False: a diagnostic arm, run only when named)."""
+    whether the study's presets run it (False: a diagnostic arm, run only when named); ``weight``: its
+    cell's time relative to ``cocoda``'s at the default preset (measured, docs/experiments.md section G),
+    used only to start the heaviest cells first when cells run in parallel (a long cell started last
+    runs alone at the end while the other cores idle)."""
 
     name: str
     description: str
@@ -63,6 +66,7 @@ class Arm:
     available: bool = True
     reason: str = ""
     in_presets: bool = True
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.available and self.reason:
@@ -76,18 +80,18 @@ class Arm:
 ARMS: tuple[Arm, ...] = (
     Arm("cocoda", "the main job: co-evolved library, TDR, graph-aware reward, acceptance, RODS"),
     Arm("frozen_library", "the library frozen at its primitives (no warm library, no mining)",
-        {"coevolve.frozen_library": True}),
+        {"coevolve.frozen_library": True}, weight=1.1),
     Arm("no_tdr", "-TDR: the whole library in the prompt instead of the retrieval cascade",
-        {"retrieval.mode": "full"}),
+        {"retrieval.mode": "full"}, weight=1.3),
     Arm("no_gar", "-GAR: reward R_res only (no composite credit)", {"reward.name": "result"}),
     Arm("no_acceptance", "every round's (planner, library) pair accepted (tolerance 1 on an accuracy in [0, 1])",
         {"coevolve.acceptance.tolerance": 1.0, "coevolve.acceptance.growth_must_pay": False}),
     Arm("rods_off", "RODS off: a static seeded draw from the seed tasks", {"rods.enabled": False}),
     Arm("large_frozen", "a 4x larger planner (tiny_x4: 4x the non-embedding parameters) with the library frozen",
-        {"model.preset": "tiny_x4", "coevolve.frozen_library": True}),
+        {"model.preset": "tiny_x4", "coevolve.frozen_library": True}, weight=2.6),
     Arm("direct", "the planner states the answer in one step, no computing tool (the CoT-free baseline)",
         {"coevolve.frozen_library": True, "coevolve.direct_answer": True, "rollout.max_steps": 1,
-         "retrieval.mode": "none"}),
+         "retrieval.mode": "none"}, weight=0.4),
     Arm("no_ctd", "-CTD: the library frozen after the warm stage (warm library kept, no growth in the rounds)",
         {"coevolve.mine_in_rounds": False}),
     Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",

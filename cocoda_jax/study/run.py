@@ -259,7 +259,9 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             todo.append((i, arm, seed))
     groups = _prefix_groups(workdir, cells)
     group_of = {f"{arm.name}/seed_{seed}": g for g, (seed, members, _) in enumerate(groups) for arm in members}
-    pending_prefixes, pending_cells = list(range(len(groups))), list(todo)
+    # the heaviest cells first (Arm.weight; stable, so the arms' order among equals): a long cell started
+    # last would run alone at the end while the other workers idle
+    pending_prefixes, pending_cells = list(range(len(groups))), sorted(todo, key=lambda c: -c[1].weight)
     copied: set[int] = set()
     prefix_s: dict[str, float] = {}
     running: dict[futures.Future, tuple[str, Any]] = {}

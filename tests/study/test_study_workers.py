@@ -268,3 +268,17 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_parallel_cells_start_heaviest_first(tmp_path, monkeypatch):
+    """With two workers the two heaviest arms (Arm.weight) start first and the lightest last, whatever
+    the arms' order: a long cell started last would run alone while the other worker idles."""
+    from cocoda_jax.study import arms as A
+
+    cfg, arms = _config(), ["direct", "cocoda", "large_frozen"]
+    assert A.get("large_frozen").weight > A.get("cocoda").weight > A.get("direct").weight
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv(SLEEP, "large_frozen/seed_13=0.5,cocoda/seed_13=0.5")
+    _study(cfg, tmp_path, arms, [13], [], workers=2)
+    started = [c["key"] for c in _calls(tmp_path / "calls.jsonl")]
+    assert set(started[:2]) == {"large_frozen/seed_13", "cocoda/seed_13"} and started[2] == "direct/seed_13"
