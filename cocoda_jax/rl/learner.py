@@ -156,7 +156,10 @@ class Learner:
 
     def lower_step(self, kind: str, rows: int, length: int, *, with_ref: bool = False) -> Any:
         """The ``"sft"`` or ``"grpo"`` step lowered for a ``[rows, length]`` batch of the learner's
-        abstract state (nothing is allocated): ``.compile().memory_analysis()`` sizes it."""
+        abstract state (nothing is allocated): ``.compile().memory_analysis()`` sizes it. The GRPO step
+        is lowered without a shared prompt (``batch["prefix"]``): the loop shares one only where every
+        group's prompt is at least a length bucket long, so a batch of short prompts runs this step and
+        it is the one a memory plan must fit (a shared prefix only shortens the rows)."""
         keys = {"sft": SFT_KEYS, "grpo": GRPO_KEYS + ("old_logp",) + (("ref_logp",) if with_ref else ())}[kind]
         batch = {}
         for k in keys:
