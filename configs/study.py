@@ -19,7 +19,9 @@ alone; docs/study.md), so about 3.5-4 hours for the whole preset. Re-measured 20
 1.6-1.9x faster (cells pinned to a core, two at a time: cocoda 21-22 min, frozen_library 12-18 min, direct 5-7
 min): the whole preset projects to ~4-4.5 h with the study's compilation cache (docs/experiments.md, section D).
 Measured 2026-12-03 for one seed, every arm (section E; GRPO without the rows of uniform groups, shared
-compilation cache, a pinned core per cell): 8,975 s of cell time, so ~3.7 h for three seeds on 2 cores.
+compilation cache, a pinned core per cell): 8,975 s of cell time, so ~3.7 h for three seeds on 2 cores; with
+finished episodes out of the sampler's batch (section H): 5,350 s, ~2.23 h for three seeds with the heaviest
+cells first, still over the 2 hours.
 ``deep``: the same with tasks of 1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the
 turn limit from primitives alone (issue 13 item 3; ``python -m launch.turn_ceiling`` measures it), a 512-token context and 600 SFT
 steps. ``smoke``: configs/tiny.py's budgets, 8 test tasks, cocoda and frozen_library, one seed (a few
