@@ -200,6 +200,13 @@ def _spread_fn(cache, last_logits, pos, rows):
     return cache.take_rows(rows), jnp.take(last_logits, rows, axis=0), jnp.take(pos, rows, axis=0)
 
 
+def off_mesh() -> bool:
+    """No ambient mesh: a batch of any row count can be gathered (prompt sharing, dropping rows);
+    under a mesh the row count must divide the batch's sharding."""
+    mesh = jax.sharding.get_abstract_mesh()
+    return mesh is None or mesh.empty
+
+
 def new_decode_state(cfg, batch: int, size: int, *, stacked: bool = False):
     """(empty KVCache, zero last logits, zero positions); under an ambient mesh they are
     created directly in their logical-axis shardings (batch over data+fsdp, kv heads over
@@ -290,8 +297,7 @@ class Sampler:
             raise CacheFullError(f"prompt bucket {need} exceeds cache size {self.cache_size}")
         first: dict[tuple[int, ...], int] = {}
         index = [first.setdefault(tuple(int(x) for x in r), len(first)) for r in rows]
-        mesh = jax.sharding.get_abstract_mesh()
-        if not self.share_prompts or len(first) == len(rows) or not (mesh is None or mesh.empty):
+        if not self.share_prompts or len(first) == len(rows) or not off_mesh():
             cache, last, pos = new_decode_state(self.cfg, len(rows), self.cache_size, stacked=self.scan_layers)
             return self._feed(cache, last, pos, rows, left_pad=True)
         distinct = list(first)
@@ -363,8 +369,7 @@ class Sampler:
         caller drops its finished conversations with it, so later turns decode only the live rows
         (every row of a batch costs the same per decode step, finished or not). Off mesh only, where
         the new row count need not divide the batch's sharding."""
-        mesh = jax.sharding.get_abstract_mesh()
-        if not (mesh is None or mesh.empty):
+        if not off_mesh():
             raise SamplerError("select_rows runs off mesh only (the row count must divide the batch sharding)")
         n = state.pos.shape[0]
         if not rows or any(not 0 <= int(r) < n for r in rows):

@@ -192,11 +192,11 @@ def causal_attention(q, k, v, mask, block: int | None = None):
     own (the first ``s - t``, a shared prefix, are visible to every query), by blocks of ``block``
     queries: a block's queries see no key past its last query's, so each block attends only to the
     keys up to there, and the masked upper triangle of the scores is mostly never computed (at
-    t = 384, 3 blocks: 2/3 of the scores). ``block`` None: :data:`CAUSAL_BLOCK`. Every key a block skips has a masked score in every one of
-    its rows, so a row with any visible key gets the same softmax (its masked scores weigh exactly 0);
-    a row with none (a query before a left-padded row's first real token) attends uniformly to the
-    keys its block keeps instead of to all: that position's output differs, and no real position
-    reads it (its key is masked too)."""
+    t = 384, 3 blocks: 2/3 of the scores). ``block`` None: :data:`CAUSAL_BLOCK`. Every key a block
+    skips has a masked score in every one of its rows, so a row with any visible key gets the same
+    softmax (its masked scores weigh exactly 0); a row with none (a query before a left-padded row's
+    first real token) attends uniformly to the keys its block keeps instead of to all: that
+    position's output differs, and no real position reads it (its key is masked too)."""
     block = CAUSAL_BLOCK if block is None else block  # read at trace time (tests set it small)
     t, s = q.shape[1], k.shape[2]
     if block <= 0 or t <= block:

@@ -28,7 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from cocoda_jax.models.sampler import Sampler, SamplingParams, bucket_size
+from cocoda_jax.models.sampler import Sampler, SamplingParams, bucket_size, off_mesh
 from cocoda_jax.rl import trajectory as T
 
 
@@ -172,8 +172,7 @@ class SamplerPolicy:
         rows, when that is at most half the current batch (few shapes: each row count compiles the
         decode once): the live rows first, then finished ones as filler (they generate nothing).
         Off a mesh only (:meth:`Sampler.select_rows`)."""
-        mesh = jax.sharding.get_abstract_mesh()
-        if not (mesh is None or mesh.empty):
+        if not off_mesh():
             return
         size = bucket_size(len(live), 8)
         if 2 * size > len(self._physical):
