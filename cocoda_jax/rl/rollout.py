@@ -224,8 +224,9 @@ def rollout_cache_size(max_len: int, max_new_tokens: int) -> int:
     A row never passes ``max_len`` (:class:`SamplerPolicy`), so the sampler's compaction always leaves
     room for a turn and a history re-prefilled into its power-of-two bucket (at most
     ``bucket_size(max_len)`` slots) still has ``max_new_tokens`` free: no ``CacheFullError`` and no
-    turn cut short by the cache. Every decode step attends over every slot, so the size is the
-    decode's cost: 536 for ``max_len`` 384 or 512 (the cache was ``2 * max_len`` before compaction)."""
+    turn cut short by the cache. 536 for ``max_len`` 384 or 512 (the cache was ``2 * max_len`` before
+    compaction); a decode step attends over every slot of the buffer, which holds only as many of
+    these as the batch can reach so far (:class:`~cocoda_jax.models.sampler.Sampler`'s ``grow_step``)."""
     return bucket_size(max_len) + int(max_new_tokens)
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cocoda_jax.models import ModelConfig, create_model, token_log_probs
 from cocoda_jax.models.sampler import (CacheFullError, Sampler, SamplerError, SamplingParams,
-                                       bucket_size, categorical, first_argmax, sample_logits)
+                                       bucket_size, categorical, feed_bucket, first_argmax, sample_logits)
 from cocoda_jax.models.transformer import KVCache
 
 CFG = ModelConfig(family="qwen3", vocab_size=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2,
@@ -44,6 +44,20 @@ def _full_log_probs(forward, seq):
 def test_bucket_size():
     assert [bucket_size(n) for n in (1, 8, 9, 16, 17, 100)] == [8, 8, 16, 16, 32, 128]
     assert bucket_size(3, minimum=1) == 4
+
+
+def test_feed_bucket_is_a_half_octave():
+    assert [feed_bucket(n) for n in (1, 8, 9, 13, 17, 25, 90, 129, 186, 193, 257)] == \
+        [8, 8, 12, 16, 24, 32, 96, 192, 192, 256, 384]
+    assert [feed_bucket(n, minimum=1) for n in (1, 2, 3, 5, 7)] == [1, 2, 3, 6, 8]
+
+
+@given(st.integers(1, 5000), st.sampled_from([1, 2, 8, 16, 64]))
+def test_property_feed_bucket_fits_and_wastes_at_most_a_third(n, minimum):
+    b = feed_bucket(n, minimum)
+    assert max(n, minimum) <= b <= bucket_size(n, minimum)  # a power-of-two cache holds it
+    assert 2 * b <= 3 * max(n, minimum)  # at most a third of the bucket is padding
+    assert feed_bucket(b, minimum) == b  # a bucket is its own bucket
 
 
 def test_cached_decode_equals_full_forward(model, forward):
@@ -181,8 +195,8 @@ def test_full_cache_reprefills_then_raises(model, forward):
     p = SamplingParams(max_new_tokens=12, greedy=True)
     r1 = s.generate([[5, 6, 7], [8]], p, jax.random.key(0))  # 8 + 12 slots used
     fed = s.prefill_tokens
-    r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # +32: no room
-    assert s.prefill_tokens - fed == 2 * 32  # re-prefilled 32-token history, compactly
+    r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # +24: no room
+    assert s.prefill_tokens - fed == 2 * 24  # compacted first (end 15), then the 24-token bucket fed
     assert int(r2.state.cache.end) == 32 + 12
     for hist, gen, lp in zip(r2.state.history, r2.tokens, r2.log_probs):
         ref_lp, _ = _full_log_probs(forward, hist)
@@ -190,7 +204,7 @@ def test_full_cache_reprefills_then_raises(model, forward):
     with pytest.raises(CacheFullError):
         s.continue_generation(r2.state, [[3] * 20, [3]], p, jax.random.key(2))  # 64-token history
     with pytest.raises(CacheFullError):
-        s.generate([[1] * 40], p, jax.random.key(0))
+        s.generate([[1] * 49], p, jax.random.key(0))  # a 64-token bucket
 
 
 def test_sample_logits_truncation():
@@ -220,12 +234,12 @@ def test_bad_params():
 def test_full_cache_compacts_before_it_reprefills(model, forward):
     """No room for the next turn: the holes are dropped (KVCache.compact), nothing is fed again,
     and the conversation continues exactly as a full forward over its tokens scores it."""
-    s = Sampler(model, cache_size=56)
+    s = Sampler(model, cache_size=48)
     p = SamplingParams(max_new_tokens=4, greedy=True)
     r1 = s.generate([[5, 6, 7], [8]], p, jax.random.key(0))                     # end 8 + 4
-    r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # end 44 + 4
+    r2 = s.continue_generation(r1.state, [[1] * 17, [2]], p, jax.random.key(1))  # end 36 + 4
     fed = s.prefill_tokens
-    r3 = s.continue_generation(r2.state, [[3], []], p, jax.random.key(2))  # 48 + 8 + 4 > 56: compact
+    r3 = s.continue_generation(r2.state, [[3], []], p, jax.random.key(2))  # 40 + 8 + 4 > 48: compact
     assert s.prefill_tokens - fed == 2 * 8 and r3.tokens[1] == []  # only the observation bucket was fed
     assert int(r3.state.cache.end) == 28 + 8 + 4  # the longest row (7 + 17 + 4) heads the cache
     r4 = s.continue_generation(r3.state, [[4], [5]], p, jax.random.key(3))
@@ -402,7 +416,7 @@ def test_repeated_prompts_are_prefilled_once_and_sample_what_separate_prefills_s
         second = s.continue_generation(first.state, obs, params, jax.random.key(6))
         out[share] = (first, second, fed)
     (a1, a2, fed_shared), (b1, b2, fed_each) = out[True], out[False]
-    assert fed_shared == 3 * 16 and fed_each == 12 * 16  # one 16-token bucket per distinct prompt / per row
+    assert fed_shared == 3 * 12 and fed_each == 12 * 12  # one 12-token bucket per distinct prompt / per row
     assert a1.tokens == b1.tokens and a2.tokens == b2.tokens
     assert len({tuple(t) for t in a1.tokens[:4]}) > 1  # the group's rows still draw their own tokens
     for x, y in zip(a1.log_probs + a2.log_probs, b1.log_probs + b2.log_probs):
