@@ -11,8 +11,9 @@ Requests are grouped by their params, not forced into separate per-request calls
 requests of one ``max_tokens`` bucket batch together whatever their temperature/top-p fields say.
 Other groups wait for the next batch, oldest request first, so no group starves.
 
-Why buckets (compilations): the decode loop compiles once per (rows, cache size, max_new_tokens)
-and the prefill once per (rows, prompt bucket). So ``max_tokens`` is rounded up to a power of two
+Why buckets (compilations): the decode loop compiles once per (rows, buffer size, max_new_tokens)
+and the prefill once per (rows, prompt bucket, buffer size); the sampler's buffer is the prompt
+bucket plus the decode budget rounded up to its ``grow_step``, so it adds few shapes. So ``max_tokens`` is rounded up to a power of two
 (at least :data:`MIN_DECODE_BUCKET`, at most what the cache leaves) and the tokens past a request's
 own ``max_tokens`` are dropped (``finish_reason`` ``"length"``); the rows are padded with one-token
 filler rows up to a power of two (at most ``max_batch``). A handful of shapes then serve any traffic.
