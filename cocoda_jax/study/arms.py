@@ -58,7 +58,7 @@ class Arm:
     whether the study's presets run it (False: a diagnostic arm, run only when named); ``weight``: its
     cell's time relative to ``cocoda``'s at the default preset (measured, docs/experiments.md section G),
     used only to start the heaviest cells first when cells run in parallel (a long cell started last
-    runs alone at the end while the other cores idle)."""
+    runs alone at the end while the other cores idle) and to price the cells left in the printed ETA."""
 
     name: str
     description: str

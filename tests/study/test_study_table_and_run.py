@@ -136,3 +136,22 @@ def test_arms_that_differ_only_in_stage_3_share_one_prefix(tmp_path):
     R.run_study(cfg, tmp_path, arms=["cocoda", "no_ctd", "rods_off", "no_gar", "frozen_library"], seeds=[13],
                 runner=runner, depth_fn=_depths, log=lambda line: None)
     assert len(calls) == n
+
+
+def test_eta_prices_the_cells_left_by_arm_weight():
+    # a finished cell of weight 2 took 200 s: 100 s a unit of weight
+    assert R.eta_s([(200.0, 2.0)], [1.0, 1.0, 0.5]) == pytest.approx(250.0)
+    # two workers halve the total, but never below the heaviest cell left alone
+    assert R.eta_s([(200.0, 2.0)], [1.0, 1.0, 0.5], workers=2) == pytest.approx(125.0)
+    assert R.eta_s([(100.0, 1.0)], [3.0, 0.5], workers=2) == pytest.approx(300.0)
+    # heaviest first, a plain mean overstates the rest: here the weighted price is exact
+    done = [(260.0, 2.6), (130.0, 1.3)]
+    assert R.eta_s(done, [1.0] * 4, workers=2) == pytest.approx(200.0)
+    assert R.eta_s(done, []) == 0.0
+    with pytest.raises(ValueError, match="finished cell"):
+        R.eta_s([], [1.0])
+
+
+def test_eta_weights_come_from_the_arms_and_skip_unknown_ones():
+    pairs = R._weighted({"large_frozen/seed_13": 1200.0, "cocoda/seed_13": 400.0, "retired_arm/seed_13": 9.0})
+    assert sorted(pairs) == sorted([(1200.0, A.get("large_frozen").weight), (400.0, A.get("cocoda").weight)])
