@@ -404,6 +404,7 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     ``gather_from``: other study directories whose finished cells this study lacks are copied in
     first, each only if it ran under the config this study gives it (:mod:`cocoda_jax.study.gather`),
     with its seconds; the cells still missing then run as usual."""
+    t_start = time.perf_counter()
     workers = _check_workers(workers, threads_per_worker, runner)
     if pin_cores and workers > 1:
         core_slots(os.sched_getaffinity(0), workers)  # enough cores, checked before anything runs
@@ -477,6 +478,9 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     curves = {a.name: [list(reports[(a.name, s)].get("per_round") or []) for s in seeds] for a in runnable}
     table.write_all(study, workdir, curves)
     log(f"wrote {workdir / 'study.json'}, {workdir / 'study.md'} and {workdir / 'plots'}")
+    # wall_s is the cells' time (a core each, across invocations); the budget is this, the clock
+    log(f"this invocation: {_fmt_s(time.perf_counter() - t_start)} elapsed with {workers} worker(s); "
+        f"the cells' time: {_fmt_s(study['wall_s'])}")
     return study
 
 

@@ -51,6 +51,7 @@ def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
                         runner=_fake_runner(calls), depth_fn=_depths, log=lines.append)
     assert len(calls) == 4
     assert any("ETA" in line for line in lines)
+    assert "elapsed with 1 worker(s)" in lines[-1]
     assert set(study) == {"seeds", "n_test", "arms", "wall_s"}
     assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test
     keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "per_depth_delta",
