@@ -56,7 +56,7 @@ class Arm:
     """One row of the study. ``overrides``: dotted key -> value, applied to a copy of the run
     config; ``reason``: why the arm is unavailable (empty when it is available); ``in_presets``:
     whether the study's presets run it (False: a diagnostic arm, run only when named); ``weight``: its
-    cell's time relative to ``cocoda``'s at the default preset (measured, docs/experiments.md section G),
+    cell's time relative to ``cocoda``'s at the default preset (measured: the mean over three seeds in docs/experiments.md section I),
     used only to start the heaviest cells first when cells run in parallel (a long cell started last
     runs alone at the end while the other cores idle) and to price the cells left in the printed ETA."""
 
@@ -80,20 +80,20 @@ class Arm:
 ARMS: tuple[Arm, ...] = (
     Arm("cocoda", "the main job: co-evolved library, TDR, graph-aware reward, acceptance, RODS"),
     Arm("frozen_library", "the library frozen at its primitives (no warm library, no mining)",
-        {"coevolve.frozen_library": True}, weight=1.1),
+        {"coevolve.frozen_library": True}, weight=1.4),
     Arm("no_tdr", "-TDR: the whole library in the prompt instead of the retrieval cascade",
-        {"retrieval.mode": "full"}, weight=1.3),
+        {"retrieval.mode": "full"}, weight=2.0),
     Arm("no_gar", "-GAR: reward R_res only (no composite credit)", {"reward.name": "result"}),
     Arm("no_acceptance", "every round's (planner, library) pair accepted (tolerance 1 on an accuracy in [0, 1])",
         {"coevolve.acceptance.tolerance": 1.0, "coevolve.acceptance.growth_must_pay": False}),
     Arm("rods_off", "RODS off: a static seeded draw from the seed tasks", {"rods.enabled": False}),
     Arm("large_frozen", "a 4x larger planner (tiny_x4: 4x the non-embedding parameters) with the library frozen",
-        {"model.preset": "tiny_x4", "coevolve.frozen_library": True}, weight=2.6),
+        {"model.preset": "tiny_x4", "coevolve.frozen_library": True}, weight=3.6),
     Arm("direct", "the planner states the answer in one step, no computing tool (the CoT-free baseline)",
         {"coevolve.frozen_library": True, "coevolve.direct_answer": True, "rollout.max_steps": 1,
-         "retrieval.mode": "none"}, weight=0.4),
+         "retrieval.mode": "none"}, weight=0.6),
     Arm("no_ctd", "-CTD: the library frozen after the warm stage (warm library kept, no growth in the rounds)",
-        {"coevolve.mine_in_rounds": False}),
+        {"coevolve.mine_in_rounds": False}, weight=0.8),
     Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",
         {"rods.selection": "uniform"}),
     # diagnostic (not in the presets): the main job with ``growth_must_pay`` off
