@@ -56,9 +56,10 @@ class Arm:
     """One row of the study. ``overrides``: dotted key -> value, applied to a copy of the run
     config; ``reason``: why the arm is unavailable (empty when it is available); ``in_presets``:
     whether the study's presets run it (False: a diagnostic arm, run only when named); ``weight``: its
-    cell's time relative to ``cocoda``'s at the default preset (measured: the mean over three seeds in docs/experiments.md section I),
-    used only to start the heaviest cells first when cells run in parallel (a long cell started last
-    runs alone at the end while the other cores idle) and to price the cells left in the printed ETA."""
+    cell's time relative to ``cocoda``'s at the default preset (measured: means over three seeds,
+    docs/experiments.md section I), used only to start the heaviest cells first when cells run in
+    parallel (a long cell started last runs alone at the end while the other cores idle) and to price
+    the cells left in the printed ETA."""
 
     name: str
     description: str
