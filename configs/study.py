@@ -11,17 +11,10 @@ are applied to a copy), ``seeds`` (each cell sets ``run.seed`` and ``run.domain.
 intervals) and ``bootstrap_seed``.
 
 Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (10 arms
-x 3 seeds = 30 cells; measured cells: cocoda 12.6 min, frozen_library 9.8 min on 2 idle cores, so the
-whole preset is about 5-6 hours one cell at a time, not the 2 hours issue 13 asks for). ``--workers=N``
-runs N cells at a time, each in its own process; on 2 cores only with ``--pin_cores`` (a core each) does it
-help: 1.49x the throughput, measured 2026-12-03 (unpinned, two cells side by side ran 1.8-2.8x slower than
-alone; docs/study.md), so about 3.5-4 hours for the whole preset. Re-measured 2026-12-03 with rollouts
-1.6-1.9x faster (cells pinned to a core, two at a time: cocoda 21-22 min, frozen_library 12-18 min, direct 5-7
-min): the whole preset projects to ~4-4.5 h with the study's compilation cache (docs/experiments.md, section D).
-Measured 2026-12-03 for one seed, every arm (section E; GRPO without the rows of uniform groups, shared
-compilation cache, a pinned core per cell): 8,975 s of cell time, so ~3.7 h for three seeds on 2 cores; with
-finished episodes out of the sampler's batch (section H): 5,350 s, ~2.23 h for three seeds with the heaviest
-cells first, still over the 2 hours.
+x 3 seeds = 30 cells). Measured 2026-12-04 on 2 idle cores with ``--workers=2 --pin_cores`` (two cells at
+a time, a core each; the shared stages 1-2 once per seed; the study's compilation cache): **1 h 47 min
+elapsed**, 12,687 s of cell time (docs/experiments.md, section I), within issue 13's 2 hours. Unpinned,
+two cells side by side ran 1.8-2.8x slower than alone (docs/study.md); one worker leaves a core idle.
 ``deep``: the same with tasks of 1-4 motifs (``domain.max_depth=4``), where deep tasks do not fit the
 turn limit from primitives alone (issue 13 item 3; ``python -m launch.turn_ceiling`` measures it), a 512-token context and 600 SFT
 steps. ``smoke``: configs/tiny.py's budgets, 8 test tasks, cocoda and frozen_library, one seed (a few
