@@ -281,10 +281,14 @@ class Ours:
         self.G = G
         self.share_prefix = share_prefix
 
-    def iteration(self, prompts: Sequence[Sequence[int]], it: int) -> tuple[dict, dict]:
-        """One iteration; returns (the step's metrics, the rollouts' columns with rewards/advantages)."""
+    def iteration(self, prompts: Sequence[Sequence[int]], it: int,
+                  phases: dict[str, list[float]] | None = None) -> tuple[dict, dict]:
+        """One iteration; returns (the step's metrics, the rollouts' columns with rewards/advantages).
+        ``phases``: also append each phase's seconds to ``phases[name]`` (``PHASES``), waiting for the
+        device at each phase's end (the iteration's results are the same either way)."""
         import jax
 
+        clock = _PhaseClock(phases)
         rows = [list(p) for p in prompts for _ in range(self.group_size)]
         model = self.learner.model(self.state)
         if self.sampler is None:
@@ -292,6 +296,7 @@ class Ours:
         else:
             self.sampler.update_params(model)
         res = self.sampler.generate(rows, self.params, jax.random.fold_in(self.key, it))
+        clock.mark("sampler")
         rewards = np.asarray([reward_from_ids(t) for t in res.tokens], np.float32)
         advantages = np.asarray(self.G.compute_advantages(rewards, self.group_size, self.grpo))
         cols = rollout_columns(rows, res.tokens, res.log_probs, self.max_new_tokens)
@@ -301,10 +306,13 @@ class Ours:
             from cocoda_jax.rl.loop import shared_group_prefix
 
             batch = shared_group_prefix(batch, self.group_size)
+        clock.mark("host")
         if self.ref is not None:
             batch["ref_logp"] = self.learner.log_probs(self.ref, batch["tokens"], batch["valid"], batch.get("prefix"))
+            clock.mark("reference", batch["ref_logp"])
         self.state, metrics = self.learner.grpo_step(self.state, batch)
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        clock.mark("step")
         ref = None
         if self.ref is not None:  # back in the full rows' columns (the shared ones score prompt tokens only)
             ref = np.asarray(batch["ref_logp"])
@@ -312,6 +320,45 @@ class Ours:
         cols.update(rewards=rewards, advantages=advantages, ref_logp=ref,
                     shared_prefix_len=int(batch["prefix"].shape[1]) if "prefix" in batch else 0)
         return metrics, cols
+
+
+#: The phases of our iteration that ``Ours.iteration(phases=...)`` times: generation (to host token
+#: lists), host work (rewards, advantages, columns, the shared prefix), the reference forward, the step.
+PHASES = ("sampler", "host", "reference", "step")
+
+
+class _PhaseClock:
+    """Seconds since the previous mark, appended to ``phases[name]``; does nothing when ``phases`` is None."""
+
+    def __init__(self, phases: dict[str, list[float]] | None):
+        self.phases = phases
+        self.t = time.perf_counter()
+
+    def mark(self, name: str, wait_for=None) -> None:
+        if self.phases is None:
+            return
+        if wait_for is not None:
+            import jax
+
+            jax.block_until_ready(wait_for)
+        now = time.perf_counter()
+        self.phases.setdefault(name, []).append(now - self.t)
+        self.t = now
+
+
+def ours_phase_ms(ours: "Ours", prompts, first_iteration: int, iterations: int) -> dict[str, float]:
+    """Our iteration alone (no peer between), timed by phase: each phase's median in ms and the
+    median iteration ("iteration"). Where the time goes, and what a second core buys each phase when
+    compared with a run pinned to one core (``taskset -c 0``)."""
+    phases: dict[str, list[float]] = {}
+    whole = []
+    for i in range(iterations):
+        t0 = time.perf_counter()
+        ours.iteration(prompts, first_iteration + i, phases)
+        whole.append(time.perf_counter() - t0)
+    out = {k: 1e3 * typical(phases[k]) for k in PHASES if k in phases}
+    out["iteration"] = 1e3 * typical(whole)
+    return out
 
 
 def ours_warmup(ours: Ours, prompts, warmup: int) -> tuple[dict, dict]:
@@ -585,6 +632,7 @@ def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_
                 tunix_result = typical(tunix_iters)
             except Exception as e:  # noqa: BLE001 - the failure is the reported reason, never a number
                 tunix_result = f"google-tunix imports but its GRPO learner failed here: {type(e).__name__}: {e}"
+        phase_ms = ours_phase_ms(ours, prompt_ids, beside_tunix.it, iterations)
     ours_loss = first_metrics["loss"]
     loss_diff = max(abs(ours_loss - x) for x in (trl_first_loss, tunix_loss) if x is not None)
     ours_iters = beside_trl.seconds + beside_tunix.seconds
@@ -605,8 +653,11 @@ def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_
                        "kl_loss_mode='low_var_kl'; same epsilon and beta (k3 KL), AdamW, clip 1.0, constant LR"),
         timing=("medians of the timed iterations (warm-up excluded); each of our iterations runs between two of "
                 "a peer's (TRL: at its step ends; tunix: in its reward call) and is left out of the peer's time, "
-                "so each ratio compares iterations that saw the same machine load"),
+                "so each ratio compares iterations that saw the same machine load; ours_alone_phase_ms: our "
+                "iterations after the peers, alone, timed by phase (ms medians; the device waited for at each "
+                "phase's end)"),
         **means, ours_iter_s=ours_iters, trl_iter_s=trl_iters, tunix_iter_s=tunix_iters,
+        ours_alone_phase_ms=phase_ms,
         ours_completion_tokens_per_iter=float(np.mean(tokens)), ours_shared_prefix_len=first_cols["shared_prefix_len"],
         params=cfg.num_params(),
         backend=jax.default_backend(), torch_threads=torch.get_num_threads(), cpu_count=os.cpu_count(), **settings)

@@ -1,6 +1,7 @@
-"""The cheap, deterministic parts of launch/bench_grpo (no TRL, no torch, no timing): our registered
-GRPO loss equals TRL's documented formula on the settings the bench pairs, the rollout layout the
-two peers share, the reward, and the result JSON's keys."""
+"""The cheap, deterministic parts of launch/bench_grpo (no TRL, no wall-clock assertions): our
+registered GRPO loss equals TRL's documented formula on the settings the bench pairs, the rollout
+layout the two peers share, the reward, the result JSON's keys, and that timing our iteration by
+phase changes nothing it computes (a tiny HF directory written with torch)."""
 
 import math
 
@@ -92,3 +93,26 @@ def test_summarize_keys_ratios_and_tunix_reason():
     assert math.isclose(out["ratio_vs_tunix"], 2.0) and "tunix_unavailable_reason" not in out
     out = B.summarize(0.5, 2.0, 1.0, 128, 0.0, ours_beside_trl_s=0.25, ours_beside_tunix_s=1.0)
     assert out["ours_s_per_iter"] == 0.5 and out["ratio_vs_trl"] == 8.0 and out["ratio_vs_tunix"] == 1.0
+
+
+def test_phase_timing_leaves_the_iteration_unchanged(tmp_path):
+    """Timing our iteration by phase (the device waited for at each phase's end) records every phase
+    and changes nothing the iteration computes: two bench models from one HF directory, one timed."""
+    hf_dir = str(tmp_path / "model")
+    B.write_hf_dir(hf_dir, 64, seed=0)
+    prompts = B.make_prompts(2, 8, 64, seed=0)
+    make = lambda: B.Ours(hf_dir, group_size=2, max_new_tokens=4, beta=0.01, epsilon=0.2,  # noqa: E731
+                          learning_rate=1e-3, seed=0)
+    plain, timed = make(), make()
+    phases: dict = {}
+    for it in range(2):
+        m_plain, c_plain = plain.iteration(prompts, it)
+        m_timed, c_timed = timed.iteration(prompts, it, phases)
+        assert m_plain == m_timed
+        np.testing.assert_array_equal(c_plain["tokens"], c_timed["tokens"])
+        np.testing.assert_array_equal(c_plain["ref_logp"], c_timed["ref_logp"])
+    assert set(phases) == set(B.PHASES)
+    assert all(len(v) == 2 and min(v) >= 0.0 for v in phases.values())
+    summary = B.ours_phase_ms(timed, prompts, 2, 2)
+    assert set(summary) == set(B.PHASES) | {"iteration"}
+    assert summary["iteration"] >= max(summary[k] for k in B.PHASES)
