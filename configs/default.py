@@ -36,9 +36,12 @@ def get_config() -> ml_collections.ConfigDict:
         initialize=False, coordinator_address="", num_processes=1, process_id=0))
 
     # Episodes: the action format's turn limit, the token budget of one rollout, sampling.
+    # host_shards: on a CPU host, the rollout rows in that many slices decoded from as many threads
+    # (XLA's CPU runtime decodes one batch on one core; 2 on 2 idle cores: docs/experiments.md section K).
+    # It changes the sampled outcomes (each slice has its own key): part of the run's identity.
     c.rollout = ml_collections.ConfigDict(dict(
         max_steps=8, max_len=384, max_new_tokens=24, temperature=0.6, top_k=0, timeout_s=10.0,
-        length_multiple=64))
+        length_multiple=64, host_shards=1))
 
     # The prompt's tool cards C_q(L) (cocoda_jax.rl.prompts.RetrievalConfig): "cascade" = the typed DAG
     # retrieval cascade per question (k cards; L2 adds the usage votes of the `neighbours` most similar

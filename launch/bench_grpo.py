@@ -71,6 +71,8 @@ def _define_flags():
     flags.DEFINE_bool("tunix", True, "try google-tunix's GRPO learner as a third peer")
     flags.DEFINE_bool("share_prefix", True, "ours: each group's prompt through the model once (the loop's path); "
                       "--noshare_prefix: once per rollout, as the peers do")
+    flags.DEFINE_integer("host_shards", 1, "ours: the rollout rows in this many slices of whole groups, each generated "
+                         "from its own host thread (the loop's rollout.host_shards)")
     flags.DEFINE_string("json_out", None, "also write the JSON here")
 
 
@@ -256,7 +258,7 @@ class Ours:
     advantage and loss, the learner's jitted step."""
 
     def __init__(self, hf_dir: str, *, group_size: int, max_new_tokens: int, beta: float, epsilon: float,
-                 learning_rate: float, seed: int, share_prefix: bool = True):
+                 learning_rate: float, seed: int, share_prefix: bool = True, host_shards: int = 1):
         import jax
         from flax import nnx
 
@@ -280,6 +282,11 @@ class Ours:
         self.key = jax.random.key(seed)
         self.G = G
         self.share_prefix = share_prefix
+        if host_shards < 1:
+            raise ValueError(f"host_shards must be >= 1, got {host_shards}")
+        self.host_shards = host_shards
+        self.samplers: list = []
+        self._pool = None
 
     def iteration(self, prompts: Sequence[Sequence[int]], it: int,
                   phases: dict[str, list[float]] | None = None) -> tuple[dict, dict]:
@@ -290,16 +297,11 @@ class Ours:
 
         clock = _PhaseClock(phases)
         rows = [list(p) for p in prompts for _ in range(self.group_size)]
-        model = self.learner.model(self.state)
-        if self.sampler is None:
-            self.sampler = self._make_sampler(model, len(rows[0]))
-        else:
-            self.sampler.update_params(model)
-        res = self.sampler.generate(rows, self.params, jax.random.fold_in(self.key, it))
+        tokens, log_probs = self._generate(rows, jax.random.fold_in(self.key, it))
         clock.mark("sampler")
-        rewards = np.asarray([reward_from_ids(t) for t in res.tokens], np.float32)
+        rewards = np.asarray([reward_from_ids(t) for t in tokens], np.float32)
         advantages = np.asarray(self.G.compute_advantages(rewards, self.group_size, self.grpo))
-        cols = rollout_columns(rows, res.tokens, res.log_probs, self.max_new_tokens)
+        cols = rollout_columns(rows, tokens, log_probs, self.max_new_tokens)
         batch = {k: cols[k] for k in ("tokens", "valid", "loss_mask", "old_logp")}
         batch["advantages"] = advantages
         if self.share_prefix:  # each prompt through the model once, not G times (the loop's own path)
@@ -320,6 +322,34 @@ class Ours:
         cols.update(rewards=rewards, advantages=advantages, ref_logp=ref,
                     shared_prefix_len=int(batch["prefix"].shape[1]) if "prefix" in batch else 0)
         return metrics, cols
+
+    def _generate(self, rows: list[list[int]], key) -> tuple[list, list]:
+        """The rows' completions and log-probs: one batch, or with ``host_shards`` > 1 that many slices of
+        whole groups, each its own sampler run from its own thread with ``fold_in(key, j)`` (what the
+        loop's ``rollout.host_shards`` does: XLA's CPU runtime decodes one batch on one core)."""
+        import jax
+
+        model = self.learner.model(self.state)
+        groups = len(rows) // self.group_size
+        shards = max(1, min(self.host_shards, groups))
+        if not self.samplers:
+            self.samplers = [self._make_sampler(model, len(rows[0])) for _ in range(shards)]
+            self.sampler = self.samplers[0]
+        else:
+            for sampler in self.samplers:
+                sampler.update_params(model)
+        if shards == 1:
+            res = self.sampler.generate(rows, self.params, key)
+            return res.tokens, res.log_probs
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(shards, thread_name_prefix="bench-shard")
+        cuts = [self.group_size * (groups * j // shards) for j in range(shards + 1)]
+        outs = list(self._pool.map(
+            lambda j: self.samplers[j].generate(rows[cuts[j]:cuts[j + 1]], self.params, jax.random.fold_in(key, j)),
+            range(shards)))
+        return [t for o in outs for t in o.tokens], [lp for o in outs for lp in o.log_probs]
 
 
 #: The phases of our iteration that ``Ours.iteration(phases=...)`` times: generation (to host token
@@ -592,7 +622,7 @@ def _tunix_loss_on(actor, algo, cols: dict, beta: float) -> float:
 def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_tokens: int = 32,
         vocab_size: int = 1024, iterations: int = 5, warmup: int = 1, beta: float = 0.01, epsilon: float = 0.2,
         learning_rate: float = 1e-5, seed: int = 0, torch_threads: int = 0, tunix: bool = True,
-        share_prefix: bool = True) -> dict:
+        share_prefix: bool = True, host_shards: int = 1) -> dict:
     import jax
     import torch
 
@@ -602,13 +632,13 @@ def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_
     prompt_ids = make_prompts(prompts, prompt_len, vocab_size, seed)
     settings = dict(prompts=prompts, group_size=group_size, prompt_len=prompt_len, max_new_tokens=max_new_tokens,
                     vocab_size=vocab_size, iterations=iterations, warmup=warmup, beta=beta, epsilon=epsilon,
-                    learning_rate=learning_rate, seed=seed, share_prefix=share_prefix)
+                    learning_rate=learning_rate, seed=seed, share_prefix=share_prefix, host_shards=host_shards)
     with tempfile.TemporaryDirectory() as d:
         hf_dir = os.path.join(d, "model")
         cfg, tok = write_hf_dir(hf_dir, vocab_size, seed)
 
         ours = Ours(hf_dir, group_size=group_size, max_new_tokens=max_new_tokens, beta=beta, epsilon=epsilon,
-                    learning_rate=learning_rate, seed=seed, share_prefix=share_prefix)
+                    learning_rate=learning_rate, seed=seed, share_prefix=share_prefix, host_shards=host_shards)
         first_metrics, first_cols = ours_warmup(ours, prompt_ids, warmup)
 
         trainer, clock = make_trl_trainer(hf_dir, tok, prompt_ids, group_size=group_size,
@@ -668,7 +698,7 @@ def main(argv):
     out = run(prompts=F.prompts, group_size=F.group_size, prompt_len=F.prompt_len, max_new_tokens=F.max_new_tokens,
               vocab_size=F.vocab_size, iterations=F.iterations, warmup=F.warmup, beta=F.beta, epsilon=F.epsilon,
               learning_rate=F.learning_rate, seed=F.seed, torch_threads=F.torch_threads, tunix=F.tunix,
-              share_prefix=F.share_prefix)
+              share_prefix=F.share_prefix, host_shards=F.host_shards)
     emit_json(out, F.json_out)
 
 

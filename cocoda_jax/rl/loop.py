@@ -47,9 +47,13 @@ class RolloutConfig:
     top_k: int = 0
     timeout_s: float = 10.0
     length_multiple: int = 64
+    #: CPU hosts: the rollout rows in this many slices, each decoded from its own host thread (XLA's CPU
+    #: runtime decodes one batch on one core; :class:`~cocoda_jax.rl.rollout.ShardedPolicy`). Outcomes
+    #: depend on it (shard ``j`` samples with ``fold_in(key, j)``); 1 is the one-batch path.
+    host_shards: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_len", "max_new_tokens", "length_multiple"):
+        for name in ("max_steps", "max_len", "max_new_tokens", "length_multiple", "host_shards"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.temperature > 0:
@@ -167,7 +171,8 @@ def evaluate(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: A
         part = tasks[start:start + batch_size]
         trajs, _ = sample_rollouts(model, tokenizer, part, snapshot, sandbox, sampling=rc.sampling(greedy=True),
                                    key=jax.random.fold_in(jax.random.key(seed), start), max_steps=rc.max_steps,
-                                   max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s, scan_layers=scan_layers)
+                                   max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s, scan_layers=scan_layers,
+                                   host_shards=rc.host_shards)
         trajectories += trajs
     return summarize(trajectories, snapshot, reward_config)
 
@@ -243,7 +248,8 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     t0 = time.perf_counter()
     trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
                                      sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
-                                     cards=cards, timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers)
+                                     cards=cards, timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers,
+                                     host_shards=rc.host_shards)
     rollout_s = time.perf_counter() - t0
     breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
     totals = np.asarray([b.total for b in breakdowns], np.float32)

@@ -17,12 +17,20 @@ malformed steps); its record is never longer than ``max_len``.
 
 Randomness: the key of turn ``t`` is ``fold_in(key, t)``, so a rollout batch is a pure function of
 (params, tasks, library, key).
+
+Host shards (``RolloutConfig.host_shards``, CPU hosts): the rows may be split into contiguous slices,
+each its own sampler conversation decoded from its own thread (:class:`ShardedPolicy`), because XLA's
+CPU runtime decodes one batch on one core; shard ``j`` uses ``fold_in(key, j)`` as its key, so a batch
+is then a pure function of (params, tasks, library, key, shard count).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -205,17 +213,104 @@ def _last_line(context: str) -> str:
 def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any, sandbox: Any, *,
                     sampling: SamplingParams, key: jax.Array, max_steps: int, max_len: int,
                     cards: Sequence[str] | None = None, timeout_s: float | None = None,
-                    verify: Callable[[Any, Any], float] = T.default_verify, scan_layers: bool = False
-                    ) -> tuple[list[T.Trajectory], list[TokenRecord]]:
+                    verify: Callable[[Any, Any], float] = T.default_verify, scan_layers: bool = False,
+                    host_shards: int = 1) -> tuple[list[T.Trajectory], list[TokenRecord]]:
     """One rollout per entry of ``tasks`` (repeat a task G times for a GRPO group) with ``model``;
     returns the text-level trajectories and the token records, aligned. ``scan_layers``: the
-    sampler's layers as one ``lax.scan`` (:class:`~cocoda_jax.models.sampler.Sampler`)."""
-    sampler = Sampler(model, cache_size=rollout_cache_size(max_len, sampling.max_new_tokens), pad_id=tokenizer.pad_id,
-                      tokenizer=tokenizer.decode, scan_layers=scan_layers)
-    policy = SamplerPolicy(sampler, tokenizer, sampling, key, max_len=max_len)
-    trajectories = T.run_episodes(policy, tasks, snapshot, sandbox, max_steps, cards=cards, timeout_s=timeout_s,
-                                  verify=verify, with_rows=True)
+    sampler's layers as one ``lax.scan`` (:class:`~cocoda_jax.models.sampler.Sampler`).
+    ``host_shards`` > 1: the rows in that many contiguous slices, each its own sampler conversation
+    decoded from its own host thread (:class:`ShardedPolicy`; shard ``j`` samples with
+    ``fold_in(key, j)``, so outcomes depend on the shard count, never on thread timing)."""
+    if host_shards < 1:
+        raise ValueError(f"host_shards must be >= 1, got {host_shards}")
+    shards = min(host_shards, len(tasks))
+    cache_size = rollout_cache_size(max_len, sampling.max_new_tokens)
+
+    def policy_for(tok, shard_key) -> SamplerPolicy:
+        sampler = Sampler(model, cache_size=cache_size, pad_id=tok.pad_id, tokenizer=tok.decode, scan_layers=scan_layers)
+        return SamplerPolicy(sampler, tok, sampling, shard_key, max_len=max_len)
+
+    def play(policy) -> list[T.Trajectory]:
+        return T.run_episodes(policy, tasks, snapshot, sandbox, max_steps, cards=cards, timeout_s=timeout_s,
+                              verify=verify, with_rows=True)
+
+    if shards <= 1:
+        policy = policy_for(tokenizer, key)
+        return play(policy), policy.records()
+    tok = SerialTokenizer(tokenizer)
+    cuts = [len(tasks) * j // shards for j in range(shards + 1)]
+    with ThreadPoolExecutor(shards, thread_name_prefix="rollout-shard") as pool:
+        policy = ShardedPolicy([policy_for(tok, jax.random.fold_in(key, j)) for j in range(shards)], cuts, pool)
+        trajectories = play(policy)
     return trajectories, policy.records()
+
+
+class SerialTokenizer:
+    """A :class:`Tokenizer` whose ``encode`` and ``decode`` run one at a time (the other attributes
+    are the wrapped one's): an HF fast tokenizer's Rust object may refuse a second thread while it is
+    borrowed ("Already borrowed"), and both are host work under the GIL, so the lock costs no overlap."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self._tokenizer = tokenizer
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+    def encode(self, text: str) -> list[int]:
+        with self._lock:
+            return self._tokenizer.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        with self._lock:
+            return self._tokenizer.decode(ids)
+
+
+class ShardedPolicy:
+    """``run_episodes``' batch policy as several :class:`SamplerPolicy` over contiguous slices of the
+    rows (``cuts[j] <= row < cuts[j + 1]``: policy ``j``), each turn's shards run from the threads of
+    ``pool`` at once.
+
+    Why: XLA's CPU runtime runs the decode loop's small matrix products ([rows, d] x [d, ffn]) on one
+    thread, so a second core does nothing for one batch's decode, while two separate executions use
+    two (the GRPO bench's 32 rows on 2 cores: the sampler 66 -> 43-46 ms; docs/experiments.md,
+    sections J and K). On an accelerator one batch is the better shape: keep ``host_shards = 1`` there.
+    The shards share nothing but the model's (read-only) params and the tokenizer (serialised)."""
+
+    def __init__(self, policies: Sequence[SamplerPolicy], cuts: Sequence[int], pool: ThreadPoolExecutor):
+        if len(cuts) != len(policies) + 1 or list(cuts) != sorted(cuts) or cuts[0] != 0:
+            raise ValueError(f"cuts {list(cuts)} do not split the rows into {len(policies)} slices")
+        self.policies = list(policies)
+        self.cuts = list(cuts)
+        self.pool = pool
+
+    def __call__(self, contexts: Sequence[str], rows: Sequence[int]) -> list[Generation]:
+        parts: list[tuple[list[str], list[int]]] = [([], []) for _ in self.policies]
+        where = []
+        for ctx, row in zip(contexts, rows):
+            j = bisect.bisect_right(self.cuts, row) - 1
+            if not 0 <= j < len(self.policies) or row >= self.cuts[-1]:
+                raise ValueError(f"row {row} is outside the {self.cuts[-1]} rows of the batch")
+            parts[j][0].append(ctx)
+            parts[j][1].append(row - self.cuts[j])
+            where.append((j, len(parts[j][1]) - 1))
+
+        def turn(j: int) -> list[Generation]:
+            return self.policies[j](*parts[j]) if parts[j][1] else []
+
+        outs = list(self.pool.map(turn, range(len(self.policies))))
+        return [outs[j][k] for j, k in where]
+
+    @property
+    def overflowed(self) -> int:
+        return sum(p.overflowed for p in self.policies)
+
+    @property
+    def row_turns(self) -> int:
+        return sum(p.row_turns for p in self.policies)
+
+    def records(self) -> list[TokenRecord]:
+        return [r for p in self.policies for r in p.records()]
 
 
 def rollout_cache_size(max_len: int, max_new_tokens: int) -> int:
@@ -259,5 +354,5 @@ def grpo_batch(records: Sequence[TokenRecord], advantages: Sequence[float], leng
             "advantages": np.asarray(advantages, np.float32)}
 
 
-__all__ = ["Generation", "SamplerPolicy", "TokenRecord", "Tokenizer", "bucket_length", "grpo_batch",
-           "rollout_cache_size", "sample_rollouts"]
+__all__ = ["Generation", "SamplerPolicy", "SerialTokenizer", "ShardedPolicy", "TokenRecord", "Tokenizer",
+           "bucket_length", "grpo_batch", "rollout_cache_size", "sample_rollouts"]

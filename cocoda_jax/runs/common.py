@@ -403,10 +403,18 @@ RUN_CONFIG = "config.json"
 NOT_RUN_IDENTITY = ("distributed",)
 
 
+#: Keys added to the configs after runs were saved without them, with the value that runs the code
+#: exactly as before: a saved config that lacks one is the same run as a current one holding that value.
+ADDED_KEYS = {"rollout.host_shards": 1}
+
+
 def run_identity_changes(saved: Any, current: Any) -> list[str]:
-    """:func:`config_diff` without the :data:`NOT_RUN_IDENTITY` sections: what makes two configs two
-    different runs."""
-    return [c for c in config_diff(saved, current) if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
+    """:func:`config_diff` without the :data:`NOT_RUN_IDENTITY` sections and without the
+    :data:`ADDED_KEYS` a saved config lacks where the current one holds their old behaviour's value:
+    what makes two configs two different runs."""
+    unchanged = {f"{k}: '<absent>' -> {v!r}" for k, v in ADDED_KEYS.items()}
+    return [c for c in config_diff(saved, current)
+            if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY and c not in unchanged]
 
 
 def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:

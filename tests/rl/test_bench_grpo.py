@@ -116,3 +116,32 @@ def test_phase_timing_leaves_the_iteration_unchanged(tmp_path):
     summary = B.ours_phase_ms(timed, prompts, 2, 2)
     assert set(summary) == set(B.PHASES) | {"iteration"}
     assert summary["iteration"] >= max(summary[k] for k in B.PHASES)
+
+
+def test_host_shards_generate_each_slice_of_groups_alone(tmp_path):
+    """``--host_shards=2``: shard ``j``'s rows are what one sampler gives its slice of whole groups alone
+    with ``fold_in(key, j)``; the iteration is deterministic."""
+    import jax
+
+    hf_dir = str(tmp_path / "model")
+    B.write_hf_dir(hf_dir, 64, seed=0)
+    prompts = B.make_prompts(2, 8, 64, seed=0)
+    make = lambda shards: B.Ours(hf_dir, group_size=2, max_new_tokens=4, beta=0.01, epsilon=0.2,  # noqa: E731
+                                 learning_rate=1e-3, seed=0, host_shards=shards)
+    a, b, one = make(2), make(2), make(1)
+    m_a, c_a = a.iteration(prompts, 0)
+    m_b, c_b = b.iteration(prompts, 0)
+    assert m_a == m_b
+    np.testing.assert_array_equal(c_a["tokens"], c_b["tokens"])
+    assert len(a.samplers) == 2
+    rows = [list(p) for p in prompts for _ in range(2)]
+    key = jax.random.fold_in(one.key, 0)
+    one._generate(rows[:2], key)  # builds the single sampler on the same (initial) params
+    expected = []
+    for j, part in enumerate((rows[:2], rows[2:])):
+        expected += one.sampler.generate(part, one.params, jax.random.fold_in(key, j)).tokens
+    got = [list(map(int, r[c_a["prompt_ids"].shape[1]:][c_a["completion_mask"][i] > 0]))
+           for i, r in enumerate(c_a["tokens"])]
+    assert got == [list(t) for t in expected]
+    with pytest.raises(ValueError, match="host_shards"):
+        make(0)

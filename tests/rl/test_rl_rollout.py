@@ -78,6 +78,63 @@ def test_same_key_same_rollouts_and_new_key_differs(setup, math_library, sandbox
     assert go(5) != go(6)
 
 
+def test_host_shards_are_independent_rollouts_of_their_slices(setup, math_library, sandbox):
+    """``host_shards=2``: each contiguous slice of the rows is played exactly as a one-batch rollout of
+    that slice alone with the key ``fold_in(key, j)`` (the shards share nothing but the model and the
+    tokenizer), the records come back in row order, and the same key gives the same rollouts."""
+    tasks, tok, model = setup
+    batch = [tasks[0]] * 3 + [tasks[1]] * 2
+    kw = dict(sampling=RC.sampling(), max_steps=RC.max_steps, max_len=RC.max_len, cards=all_cards(math_library, "bare"))
+    key = jax.random.key(7)
+    trajs, recs = sample_rollouts(model, tok, batch, math_library, sandbox, key=key, host_shards=2, **kw)
+    again = sample_rollouts(model, tok, batch, math_library, sandbox, key=key, host_shards=2, **kw)[1]
+    assert recs == again
+    expected_trajs, expected = [], []
+    for j, (lo, hi) in enumerate([(0, 2), (2, 5)]):  # cuts = len * j // shards
+        t, r = sample_rollouts(model, tok, batch[lo:hi], math_library, sandbox, key=jax.random.fold_in(key, j), **kw)
+        expected_trajs += t
+        expected += r
+    assert recs == expected
+    assert [[s.raw for s in t.steps] for t in trajs] == [[s.raw for s in t.steps] for t in expected_trajs]
+    # more shards than rows: one row each
+    assert len(sample_rollouts(model, tok, batch[:2], math_library, sandbox, key=key, host_shards=4, **kw)[1]) == 2
+    with pytest.raises(ValueError, match="host_shards"):
+        sample_rollouts(model, tok, batch, math_library, sandbox, key=key, host_shards=0, **kw)
+
+
+def test_sharded_policy_routes_rows_and_checks_its_cuts():
+    calls = []
+
+    class Echo:
+        overflowed, row_turns = 1, 2
+
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, contexts, rows):
+            calls.append((self.name, list(rows)))
+            return [f"{self.name}:{c}:{r}" for c, r in zip(contexts, rows)]
+
+        def records(self):
+            return [self.name]
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cocoda_jax.rl.rollout import ShardedPolicy
+
+    with ThreadPoolExecutor(2) as pool:
+        policy = ShardedPolicy([Echo("a"), Echo("b")], [0, 2, 5], pool)
+        assert policy(["c4", "c0", "c2"], [4, 0, 2]) == ["b:c4:2", "a:c0:0", "b:c2:0"]
+        assert sorted(calls) == [("a", [0]), ("b", [2, 0])]
+        calls.clear()
+        assert policy(["c3"], [3]) == ["b:c3:1"] and calls == [("b", [1])]  # a shard with no live row is not called
+        assert policy.records() == ["a", "b"] and policy.overflowed == 2 and policy.row_turns == 4
+        with pytest.raises(ValueError, match="outside"):
+            policy(["x"], [5])
+        with pytest.raises(ValueError, match="cuts"):
+            ShardedPolicy([Echo("a")], [1, 3], pool)
+
+
 def test_observations_follow_each_step_unsampled(setup, math_library, sandbox):
     """Each observation the episode loop rendered is in the record, masked, right after its step."""
     tasks, tok, model = setup
