@@ -274,7 +274,6 @@ class Ours:
                                                     grpo=self.grpo))
         self.state = self.learner.init_state()
         self.ref = nnx.split(model)[1] if beta > 0 else None  # the constructor's model stays valid: frozen ref
-        self.sampler = None
         self._make_sampler = lambda m, prompt_len: Sampler(m, cache_size=bucket_size(prompt_len) + max_new_tokens,
                                                            pad_id=PAD_ID)
         self.params = SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, stop_tokens=(EOS_ID,))
@@ -329,23 +328,24 @@ class Ours:
         loop's ``rollout.host_shards`` does: XLA's CPU runtime decodes one batch on one core)."""
         import jax
 
+        from cocoda_jax.rl.rollout import shard_cuts
+
         model = self.learner.model(self.state)
         groups = len(rows) // self.group_size
         shards = max(1, min(self.host_shards, groups))
         if not self.samplers:
             self.samplers = [self._make_sampler(model, len(rows[0])) for _ in range(shards)]
-            self.sampler = self.samplers[0]
         else:
             for sampler in self.samplers:
                 sampler.update_params(model)
         if shards == 1:
-            res = self.sampler.generate(rows, self.params, key)
+            res = self.samplers[0].generate(rows, self.params, key)
             return res.tokens, res.log_probs
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(shards, thread_name_prefix="bench-shard")
-        cuts = [self.group_size * (groups * j // shards) for j in range(shards + 1)]
+        cuts = shard_cuts(len(rows), shards, unit=self.group_size)
         outs = list(self._pool.map(
             lambda j: self.samplers[j].generate(rows[cuts[j]:cuts[j + 1]], self.params, jax.random.fold_in(key, j)),
             range(shards)))

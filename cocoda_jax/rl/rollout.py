@@ -238,11 +238,21 @@ def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snap
         policy = policy_for(tokenizer, key)
         return play(policy), policy.records()
     tok = SerialTokenizer(tokenizer)
-    cuts = [len(tasks) * j // shards for j in range(shards + 1)]
+    cuts = shard_cuts(len(tasks), shards)
     with ThreadPoolExecutor(shards, thread_name_prefix="rollout-shard") as pool:
         policy = ShardedPolicy([policy_for(tok, jax.random.fold_in(key, j)) for j in range(shards)], cuts, pool)
         trajectories = play(policy)
     return trajectories, policy.records()
+
+
+def shard_cuts(rows: int, shards: int, unit: int = 1) -> list[int]:
+    """Where ``shards`` contiguous slices of ``rows`` rows begin, and the end: as even as whole
+    ``unit``-row blocks allow (``unit``: a GRPO group, so no group is split). Slice ``j`` is
+    ``cuts[j]:cuts[j + 1]``; with more shards than blocks some slices are empty."""
+    if shards < 1 or unit < 1 or rows % unit:
+        raise ValueError(f"{rows} rows do not split into {shards} slices of whole {unit}-row blocks")
+    blocks = rows // unit
+    return [unit * (blocks * j // shards) for j in range(shards + 1)]
 
 
 class SerialTokenizer:
@@ -288,9 +298,9 @@ class ShardedPolicy:
         parts: list[tuple[list[str], list[int]]] = [([], []) for _ in self.policies]
         where = []
         for ctx, row in zip(contexts, rows):
-            j = bisect.bisect_right(self.cuts, row) - 1
-            if not 0 <= j < len(self.policies) or row >= self.cuts[-1]:
+            if not 0 <= row < self.cuts[-1]:
                 raise ValueError(f"row {row} is outside the {self.cuts[-1]} rows of the batch")
+            j = bisect.bisect_right(self.cuts, row) - 1
             parts[j][0].append(ctx)
             parts[j][1].append(row - self.cuts[j])
             where.append((j, len(parts[j][1]) - 1))
@@ -355,4 +365,4 @@ def grpo_batch(records: Sequence[TokenRecord], advantages: Sequence[float], leng
 
 
 __all__ = ["Generation", "SamplerPolicy", "SerialTokenizer", "ShardedPolicy", "TokenRecord", "Tokenizer",
-           "bucket_length", "grpo_batch", "rollout_cache_size", "sample_rollouts"]
+           "bucket_length", "grpo_batch", "rollout_cache_size", "sample_rollouts", "shard_cuts"]

@@ -11,6 +11,7 @@ A run directory holds::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import json
@@ -408,13 +409,25 @@ NOT_RUN_IDENTITY = ("distributed",)
 ADDED_KEYS = {"rollout.host_shards": 1}
 
 
+def with_added_keys(saved: Any) -> Any:
+    """A saved config (as JSON) with each of the :data:`ADDED_KEYS` it lacks set to its old
+    behaviour's value (in a section it has); the rest as it was."""
+    saved = copy.deepcopy(ckpt.to_jsonable(saved, "config"))
+    for dotted, value in ADDED_KEYS.items():
+        *path, key = dotted.split(".")
+        node = saved
+        for name in path:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.setdefault(key, value)
+    return saved
+
+
 def run_identity_changes(saved: Any, current: Any) -> list[str]:
-    """:func:`config_diff` without the :data:`NOT_RUN_IDENTITY` sections and without the
-    :data:`ADDED_KEYS` a saved config lacks where the current one holds their old behaviour's value:
-    what makes two configs two different runs."""
-    unchanged = {f"{k}: '<absent>' -> {v!r}" for k, v in ADDED_KEYS.items()}
-    return [c for c in config_diff(saved, current)
-            if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY and c not in unchanged]
+    """:func:`config_diff` of a saved config (:func:`with_added_keys`) and the current one, without the
+    :data:`NOT_RUN_IDENTITY` sections: what makes two configs two different runs."""
+    return [c for c in config_diff(with_added_keys(saved), current)
+            if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
 
 
 def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:

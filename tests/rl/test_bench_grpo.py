@@ -136,10 +136,10 @@ def test_host_shards_generate_each_slice_of_groups_alone(tmp_path):
     assert len(a.samplers) == 2
     rows = [list(p) for p in prompts for _ in range(2)]
     key = jax.random.fold_in(one.key, 0)
-    one._generate(rows[:2], key)  # builds the single sampler on the same (initial) params
+    sampler = one._make_sampler(one.learner.model(one.state), len(rows[0]))  # the same (initial) params
     expected = []
     for j, part in enumerate((rows[:2], rows[2:])):
-        expected += one.sampler.generate(part, one.params, jax.random.fold_in(key, j)).tokens
+        expected += sampler.generate(part, one.params, jax.random.fold_in(key, j)).tokens
     got = [list(map(int, r[c_a["prompt_ids"].shape[1]:][c_a["completion_mask"][i] > 0]))
            for i, r in enumerate(c_a["tokens"])]
     assert got == [list(t) for t in expected]

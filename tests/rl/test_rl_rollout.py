@@ -5,6 +5,8 @@ match the trainer's, and a fixed key gives the same rollouts."""
 import jax
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cocoda_jax.data import synthetic_math as sm
 from cocoda_jax.models import create_model, train_bpe_tokenizer
@@ -100,6 +102,26 @@ def test_host_shards_are_independent_rollouts_of_their_slices(setup, math_librar
     assert len(sample_rollouts(model, tok, batch[:2], math_library, sandbox, key=key, host_shards=4, **kw)[1]) == 2
     with pytest.raises(ValueError, match="host_shards"):
         sample_rollouts(model, tok, batch, math_library, sandbox, key=key, host_shards=0, **kw)
+
+
+@given(st.integers(1, 12), st.integers(0, 10), st.integers(1, 8))
+def test_shard_cuts_are_even_slices_of_whole_blocks(unit, blocks, shards):
+    from cocoda_jax.rl.rollout import shard_cuts
+
+    cuts = shard_cuts(unit * blocks, shards, unit)
+    assert len(cuts) == shards + 1 and cuts[0] == 0 and cuts[-1] == unit * blocks
+    sizes = [b - a for a, b in zip(cuts, cuts[1:])]
+    assert all(n >= 0 and n % unit == 0 for n in sizes)
+    assert max(sizes) - min(sizes) <= unit  # as even as whole blocks allow
+
+
+def test_shard_cuts_refuse_a_split_block():
+    from cocoda_jax.rl.rollout import shard_cuts
+
+    with pytest.raises(ValueError, match="whole 8-row blocks"):
+        shard_cuts(12, 2, unit=8)
+    with pytest.raises(ValueError):
+        shard_cuts(8, 0)
 
 
 def test_sharded_policy_routes_rows_and_checks_its_cuts():

@@ -22,15 +22,16 @@ def test_config_diff_names_every_changed_key():
 
 def test_a_key_added_since_a_run_was_saved_is_no_change_at_its_old_value():
     """``rollout.host_shards`` came after runs were saved without it: absent in the saved config and 1
-    (the one-batch path) in the current one is the same run; any other value is a change."""
+    (the one-batch path) in the current one is the same run; any other value is a change from 1."""
     saved = C.ckpt.to_jsonable(tiny_config().to_dict(), "config")
     del saved["rollout"]["host_shards"]
     current = tiny_config()
     assert current.rollout.host_shards == 1
     assert C.run_identity_changes(saved, current.to_dict()) == []
     assert C.config_diff(saved, current.to_dict()) == ["rollout.host_shards: '<absent>' -> 1"]
-    current.rollout.host_shards = 2
-    assert C.run_identity_changes(saved, current.to_dict()) == ["rollout.host_shards: '<absent>' -> 2"]
+    current.rollout.host_shards = 2  # the saved run ran at 1: that is what the change says
+    assert C.run_identity_changes(saved, current.to_dict()) == ["rollout.host_shards: 1 -> 2"]
+    assert "host_shards" not in saved["rollout"]  # the saved config itself is left as it was
 
 
 def test_resuming_with_another_config_is_refused_unless_allowed(tmp_path):
