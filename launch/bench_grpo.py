@@ -45,6 +45,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from absl import app, flags
+from cocoda_jax.runs import host_memory
 from launch.output import emit_json
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
@@ -690,7 +691,8 @@ def run(*, prompts: int = 4, group_size: int = 8, prompt_len: int = 32, max_new_
         ours_alone_phase_ms=phase_ms,
         ours_completion_tokens_per_iter=float(np.mean(tokens)), ours_shared_prefix_len=first_cols["shared_prefix_len"],
         params=cfg.num_params(),
-        backend=jax.default_backend(), torch_threads=torch.get_num_threads(), cpu_count=os.cpu_count(), **settings)
+        backend=jax.default_backend(), host_malloc=host_memory.status(), torch_threads=torch.get_num_threads(),
+        cpu_count=os.cpu_count(), **settings)
 
 
 def main(argv):

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from absl import app, flags
+from cocoda_jax.runs import host_memory
 from launch.output import emit_json
 
 
@@ -110,7 +111,7 @@ def run(batch: int, prompt_len: int, new_tokens: int, vocab_size: int, repeats: 
         "compile_s": max(first - jax_s, 0.0),
         "greedy_token_agreement": float((jax_tokens == torch_tokens).mean()),
         "batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
-        "params": cfg.num_params(), "backend": jax.default_backend(),
+        "params": cfg.num_params(), "backend": jax.default_backend(), "host_malloc": host_memory.status(),
         "torch_threads": torch.get_num_threads(), "scan_layers": bool(scan_layers),
     }
 

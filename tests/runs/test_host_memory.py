@@ -1,0 +1,114 @@
+"""Huge pages for XLA:CPU's per-execution host buffers (cocoda_jax.runs.host_memory).
+
+The allocator checks run in fresh interpreters: glibc reads its tunables when a process starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from cocoda_jax.runs import host_memory as H
+
+# A program whose temporary buffer (192 MiB) is above glibc's 64 MiB per-thread heaps: the system
+# allocator maps it afresh on every execution and faults in each of its ~49,000 4 KiB pages.
+_PROBE = textwrap.dedent("""
+    import json, resource
+    import jax, jax.numpy as jnp
+    from cocoda_jax.runs import host_memory
+
+    def f(x, w):
+        h = jnp.stack([jnp.sin(x * (i + 1)) for i in range(24)])  # [24, 4096, 256] f32
+        h = jax.lax.optimization_barrier(h)
+        return jnp.einsum("knd,de->ke", h, w).sum()
+
+    x, w = jnp.ones((4096, 256)), jnp.ones((256, 8))
+    compiled = jax.jit(f).lower(x, w).compile()
+    for _ in range(2):
+        compiled(x, w).block_until_ready()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(4):
+        compiled(x, w).block_until_ready()
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 4
+    print(json.dumps({"status": host_memory.status(), "faults": faults,
+                      "temp_bytes": compiled.memory_analysis().temp_size_in_bytes}))
+""")
+
+
+def _probe(env: dict[str, str]) -> dict:
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300, env=env,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_huge_pages_cut_the_faults_of_a_large_buffer():
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", H.ENV)}
+    system = _probe(env)
+    assert system["temp_bytes"] > 128 * 2**20  # the probe really needs a block above the thread heaps' 64 MiB
+    assert system["status"].startswith("system: GLIBC_TUNABLES has no")
+    command = H.reexec_command(["python", "-m", "launch.coevolve"], env)
+    reason = H.unsupported_reason()
+    if reason is not None:  # a machine where the tunable does nothing: no re-execution is proposed
+        assert command is None
+        return
+    huge = _probe(command[1])
+    assert huge["status"] == H.HUGE_PAGES
+    assert system["faults"] > 20_000, system  # what the module's docstring says happens without it
+    assert huge["faults"] < system["faults"] / 20, (huge, system)  # 2 MiB pages: ~512x fewer faults
+
+
+@pytest.mark.parametrize("argv, launches", [
+    (["python", "-m", "launch.coevolve", "--config=configs/default.py"], True),
+    (["python", "-u", "-X", "dev", "-m", "launch.study"], True),
+    (["python", "-m", "pytest", "tests"], False),
+    (["python", "-c", "import launch", "-m", "launch.coevolve"], False),
+    (["python", "launch/coevolve.py"], False),
+    (["python", "-m"], False),
+])
+def test_only_a_launcher_is_reexecuted(argv, launches, monkeypatch):
+    monkeypatch.setattr(H, "unsupported_reason", lambda: None)
+    command = H.reexec_command(argv, {"PATH": "/bin"})
+    assert (command is not None) == launches
+    if launches:
+        new_argv, env = command
+        assert new_argv == [sys.executable, *argv[1:]]  # the same options, module and flags
+        assert env == {"PATH": "/bin", "GLIBC_TUNABLES": H.TUNABLE}
+
+
+def test_the_users_tunables_are_kept_and_their_choice_wins(monkeypatch):
+    monkeypatch.setattr(H, "unsupported_reason", lambda: None)
+    argv = ["python", "-m", "launch.coevolve"]
+    _, env = H.reexec_command(argv, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    assert H.reexec_command(argv, {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}) is None  # set already: once only
+    assert H.reexec_command(argv, {H.ENV: "system"}) is None
+    assert H.status({H.ENV: "system"}) == "system: COCODA_HOST_MALLOC=system"
+    assert H.status({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}).startswith("system: GLIBC_TUNABLES has no")
+    assert H.status({"GLIBC_TUNABLES": f"x=1:{H.TUNABLE}"}) == H.HUGE_PAGES
+    monkeypatch.setattr(H, "unsupported_reason", lambda: "not glibc")
+    assert H.reexec_command(argv, {}) is None
+    assert H.status({"GLIBC_TUNABLES": H.TUNABLE}) == "system: not glibc"
+
+
+def test_a_wrong_setting_is_refused():
+    with pytest.raises(ValueError, match="COCODA_HOST_MALLOC must be 'huge_pages' or 'system'"):
+        H.reexec_command(["python", "-m", "launch.coevolve"], {H.ENV: "jemalloc"})
+
+
+def test_a_launcher_started_as_a_module_runs_with_the_tunable(tmp_path):
+    """End to end: ``python -m launch.bench_sampler`` (the cheapest launcher that reports it) says so."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", H.ENV)}
+    out = subprocess.run([sys.executable, "-m", "launch.bench_sampler", "--batch=1", "--prompt_len=4",
+                          "--new_tokens=2", "--repeats=1", f"--json_out={tmp_path / 'out.json'}"],
+                         capture_output=True, text=True, timeout=300, env=env, check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    del out
+    got = json.loads((tmp_path / "out.json").read_text())["host_malloc"]
+    reason = H.unsupported_reason()
+    assert got == (H.HUGE_PAGES if reason is None else
+                   "system: GLIBC_TUNABLES has no glibc.malloc.hugetlb=1 (not started as python -m launch.<name>)")
