@@ -1,4 +1,4 @@
-"""Transparent huge pages for the host memory XLA:CPU allocates on every execution.
+"""Transparent huge pages for the host blocks XLA:CPU allocates on every execution.
 
 Each execution of a compiled XLA:CPU program allocates its temporary buffer afresh (one block: 98 MB
 for the GRPO bench's train step) from one of JAX's worker threads. glibc serves a block that large
@@ -8,13 +8,18 @@ minor faults and 52 ms of kernel time per step, a third of its 176 ms.
 
 glibc's ``glibc.malloc.hugetlb=1`` tunable (glibc >= 2.35) advises transparent huge pages on the
 memory it maps, so the same block is 49 faults of 2 MiB: the step takes 128 ms. Results are unchanged
-(only how pages are mapped); memory is still returned to the system on free. Keeping freed blocks
-instead (``mallopt``: one arena, no ``mmap``, no trim) reached the same time but not reliably: small
-allocations split the freed block and the heap grew by a whole block again on some steps.
+(only how pages are mapped). Alone, the tunable slowed PyTorch (TRL's iteration in the same bench:
+0.63-0.70 s -> 0.76 s on one core), probably because its heap, trimmed and regrown around its
+tensors, then regrows in zeroed 2 MiB pages. So two more tunables keep blocks under 32 MiB in the heap, not trimmed below
+1 GiB of free space (``mmap_threshold``, ``trim_threshold``): reused without faults; only larger
+blocks are mapped, in huge pages (TRL back at 0.66 s, ours unchanged). The cost: a process keeps up to 1 GiB of freed heap per arena
+instead of returning it. (Keeping every freed block instead, with ``mallopt``: one arena, no
+``mmap``, no trim, reached the same step time but not reliably: small allocations split the freed
+block and the heap grew by a whole block again on some steps.)
 
 A tunable is read when the process starts, so :func:`reexec_with_huge_pages` re-executes a launcher
-(``python -m launch.<name>``: ``launch/__init__.py`` calls it first) with the tunable added to
-``GLIBC_TUNABLES``; the launcher's children (a study's cells, sandbox workers) inherit it. Nothing
+(``python -m launch.<name>``: ``launch/__init__.py`` calls it first) with the tunables added to
+``GLIBC_TUNABLES``; the launcher's children (a study's cells, sandbox workers) inherit them. Nothing
 else is re-executed (a test run, an interpreter importing ``launch``): there, set the variable
 yourself. ``COCODA_HOST_MALLOC=system`` leaves the allocator as the C library set it.
 """
@@ -28,8 +33,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ENV = "COCODA_HOST_MALLOC"
-TUNABLE = "glibc.malloc.hugetlb=1"
-HUGE_PAGES = "huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)"
+#: What a launcher adds to ``GLIBC_TUNABLES`` (each one only where the user has not set that name).
+TUNABLES = ("glibc.malloc.hugetlb=1", "glibc.malloc.mmap_threshold=33554432",
+            "glibc.malloc.trim_threshold=1073741824")
+HUGETLB = TUNABLES[0]
+NO_TUNABLE = "system: GLIBC_TUNABLES has no glibc.malloc.hugetlb=1 (not started as python -m launch.<name>)"
 _THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
@@ -56,15 +64,21 @@ def unsupported_reason() -> str | None:
     return None
 
 
-def _has_tunable(environ: Mapping[str, str]) -> bool:
-    return any(t.strip().startswith("glibc.malloc.hugetlb=") for t in environ.get("GLIBC_TUNABLES", "").split(":"))
+def _tunables(environ: Mapping[str, str]) -> list[str]:
+    return [t.strip() for t in environ.get("GLIBC_TUNABLES", "").split(":") if t.strip()]
+
+
+def _names(tunables: Sequence[str]) -> set[str]:
+    return {t.split("=", 1)[0] for t in tunables}
 
 
 def reexec_command(orig_argv: Sequence[str], environ: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
-    """The ``(argv, env)`` to re-execute a ``python [options] -m launch.<name> ...`` process with the
-    tunable, or ``None`` when there is nothing to do: not a launcher, the tunable (any value) already
-    set, ``COCODA_HOST_MALLOC=system``, or a machine where it does nothing."""
-    if _setting(environ) == "system" or _has_tunable(environ) or unsupported_reason() is not None:
+    """The ``(argv, env)`` to re-execute a ``python [options] -m launch.<name> ...`` process with
+    :data:`TUNABLES` added to ``GLIBC_TUNABLES`` (a name the user set keeps the user's value), or
+    ``None`` when there is nothing to do: not a launcher, ``glibc.malloc.hugetlb`` already set (by the
+    user, or by this re-execution), ``COCODA_HOST_MALLOC=system``, or a machine where it does nothing."""
+    current = _tunables(environ)
+    if _setting(environ) == "system" or "glibc.malloc.hugetlb" in _names(current) or unsupported_reason():
         return None
     args = list(orig_argv[1:])
     if "-m" not in args:
@@ -72,13 +86,12 @@ def reexec_command(orig_argv: Sequence[str], environ: Mapping[str, str]) -> tupl
     m = args.index("-m")
     if m + 1 >= len(args) or not args[m + 1].startswith("launch.") or "-c" in args[:m]:
         return None
-    tunables = environ.get("GLIBC_TUNABLES", "")
-    env = dict(environ, GLIBC_TUNABLES=f"{tunables}:{TUNABLE}" if tunables else TUNABLE)
-    return [sys.executable, *args], env
+    added = [t for t in TUNABLES if t.split("=", 1)[0] not in _names(current)]
+    return [sys.executable, *args], dict(environ, GLIBC_TUNABLES=":".join(current + added))
 
 
 def reexec_with_huge_pages() -> None:
-    """Re-execute this launcher process with the tunable when :func:`reexec_command` says so (the
+    """Re-execute this launcher process with the tunables when :func:`reexec_command` says so (the
     process image is replaced: same PID, arguments and environment plus the tunable); else return."""
     command = reexec_command(getattr(sys, "orig_argv", ()), os.environ)
     if command is None:
@@ -90,15 +103,16 @@ def reexec_with_huge_pages() -> None:
 
 
 def status(environ: Mapping[str, str] | None = None) -> str:
-    """How this process's allocator maps large blocks: :data:`HUGE_PAGES`, or ``"system: <why>"``."""
+    """How this process's allocator maps large blocks: ``"GLIBC_TUNABLES=<its value>"`` where huge
+    pages apply, else ``"system: <why>"``."""
     environ = os.environ if environ is None else environ
     if _setting(environ) == "system":
         return f"system: {ENV}=system"
-    if not _has_tunable(environ) or TUNABLE not in environ.get("GLIBC_TUNABLES", "").split(":"):
-        return "system: GLIBC_TUNABLES has no glibc.malloc.hugetlb=1 (not started as python -m launch.<name>)"
+    if HUGETLB not in _tunables(environ):
+        return NO_TUNABLE
     reason = unsupported_reason()
-    return f"system: {reason}" if reason else HUGE_PAGES
+    return f"system: {reason}" if reason else f"GLIBC_TUNABLES={environ['GLIBC_TUNABLES']}"
 
 
-__all__ = ["ENV", "HUGE_PAGES", "TUNABLE", "reexec_command", "reexec_with_huge_pages", "status",
+__all__ = ["ENV", "HUGETLB", "NO_TUNABLE", "TUNABLES", "reexec_command", "reexec_with_huge_pages", "status",
            "unsupported_reason"]

@@ -50,14 +50,14 @@ def test_huge_pages_cut_the_faults_of_a_large_buffer():
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", H.ENV)}
     system = _probe(env)
     assert system["temp_bytes"] > 128 * 2**20  # the probe really needs a block above the thread heaps' 64 MiB
-    assert system["status"].startswith("system: GLIBC_TUNABLES has no")
+    assert system["status"] == H.NO_TUNABLE
     command = H.reexec_command(["python", "-m", "launch.coevolve"], env)
     reason = H.unsupported_reason()
     if reason is not None:  # a machine where the tunable does nothing: no re-execution is proposed
         assert command is None
         return
     huge = _probe(command[1])
-    assert huge["status"] == H.HUGE_PAGES
+    assert huge["status"] == "GLIBC_TUNABLES=" + ":".join(H.TUNABLES)
     assert system["faults"] > 20_000, system  # what the module's docstring says happens without it
     assert huge["faults"] < system["faults"] / 20, (huge, system)  # 2 MiB pages: ~512x fewer faults
 
@@ -77,22 +77,24 @@ def test_only_a_launcher_is_reexecuted(argv, launches, monkeypatch):
     if launches:
         new_argv, env = command
         assert new_argv == [sys.executable, *argv[1:]]  # the same options, module and flags
-        assert env == {"PATH": "/bin", "GLIBC_TUNABLES": H.TUNABLE}
+        assert env == {"PATH": "/bin", "GLIBC_TUNABLES": ":".join(H.TUNABLES)}
 
 
 def test_the_users_tunables_are_kept_and_their_choice_wins(monkeypatch):
     monkeypatch.setattr(H, "unsupported_reason", lambda: None)
     argv = ["python", "-m", "launch.coevolve"]
-    _, env = H.reexec_command(argv, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
-    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    _, env = H.reexec_command(argv, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=0"})
+    assert env["GLIBC_TUNABLES"] == ("glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=0:glibc.malloc.hugetlb=1:"
+                                     "glibc.malloc.mmap_threshold=33554432")  # the user's trim threshold stays
     assert H.reexec_command(argv, {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}) is None  # set already: once only
+    assert H.reexec_command(argv, env) is None  # what the re-executed process sees: no second re-execution
     assert H.reexec_command(argv, {H.ENV: "system"}) is None
     assert H.status({H.ENV: "system"}) == "system: COCODA_HOST_MALLOC=system"
-    assert H.status({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}).startswith("system: GLIBC_TUNABLES has no")
-    assert H.status({"GLIBC_TUNABLES": f"x=1:{H.TUNABLE}"}) == H.HUGE_PAGES
+    assert H.status({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}) == H.NO_TUNABLE
+    assert H.status({"GLIBC_TUNABLES": f"x=1:{H.HUGETLB}"}) == f"GLIBC_TUNABLES=x=1:{H.HUGETLB}"
     monkeypatch.setattr(H, "unsupported_reason", lambda: "not glibc")
     assert H.reexec_command(argv, {}) is None
-    assert H.status({"GLIBC_TUNABLES": H.TUNABLE}) == "system: not glibc"
+    assert H.status({"GLIBC_TUNABLES": H.HUGETLB}) == "system: not glibc"
 
 
 def test_a_wrong_setting_is_refused():
@@ -110,5 +112,4 @@ def test_a_launcher_started_as_a_module_runs_with_the_tunable(tmp_path):
     del out
     got = json.loads((tmp_path / "out.json").read_text())["host_malloc"]
     reason = H.unsupported_reason()
-    assert got == (H.HUGE_PAGES if reason is None else
-                   "system: GLIBC_TUNABLES has no glibc.malloc.hugetlb=1 (not started as python -m launch.<name>)")
+    assert got == ("GLIBC_TUNABLES=" + ":".join(H.TUNABLES) if reason is None else H.NO_TUNABLE)
