@@ -58,8 +58,11 @@ def test_huge_pages_cut_the_faults_of_a_large_buffer():
         return
     huge = _probe(command[1])
     assert huge["status"] == "GLIBC_TUNABLES=" + ":".join(H.TUNABLES)
-    assert system["faults"] > 20_000, system  # what the module's docstring says happens without it
-    assert huge["faults"] < system["faults"] / 20, (huge, system)  # 2 MiB pages: ~512x fewer faults
+    # 192 MiB in 2 MiB pages is ~100 faults (127-638 measured); 4 KiB pages would be ~49,000. The bound leaves
+    # room for a kernel that cannot find a free huge page for part of the block.
+    assert huge["faults"] < 12_000, (huge, system)
+    if "[madvise]" in H._THP_MODE.read_text():  # with THP [always] the system allocator gets huge pages too
+        assert system["faults"] > 20_000, system  # what the module's docstring says happens without it
 
 
 @pytest.mark.parametrize("argv, launches", [
