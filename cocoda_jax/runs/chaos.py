@@ -106,9 +106,10 @@ def with_background_kill(trace: Sequence[str], positions: Sequence[int]) -> list
     return [*positions[:cut], None, *positions[cut:]]
 
 
-#: The report's and metrics' wall-clock fields (they differ between any two runs).
+#: The report's and metrics' wall-clock fields (they differ between any two runs), and the host allocator
+#: setting they ran under (a launcher's and an in-process run's differ; results do not).
 TIMING_KEYS = frozenset({"wall_s", "wall_s_this_process", "seconds", "rollout_s", "update_s",
-                         "rollout_tokens_per_s", "train_tokens_per_s", "stage_s", "test_eval_s"})
+                         "rollout_tokens_per_s", "train_tokens_per_s", "stage_s", "test_eval_s", "host_malloc"})
 
 
 def without_timing(value: Any) -> Any:

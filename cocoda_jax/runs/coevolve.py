@@ -64,7 +64,7 @@ from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.rods.tracker import tracking_reward
-from cocoda_jax.runs import common, hosts, stage0
+from cocoda_jax.runs import common, host_memory, hosts, stage0
 from cocoda_jax.runs.progress import IncumbentRecord, Outcome, RunProgress, outcome_of
 from cocoda_jax.runs.settings import RunSettings
 
@@ -839,6 +839,7 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     extra = {"test_accuracy": test.accuracy, "frozen_library": ctx.frozen_library,
              "decisions": list(run_progress.decisions), "warm": run_progress.warm,
              "wall_s_this_process": time.perf_counter() - t_process, "test_eval_s": test_eval_s,
+             "host_malloc": host_memory.status(),  # what the wall times ran under (docs/configs.md)
              "retrieval": common.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
              "test_outcomes": test.outcomes(),
              "test_per_category": common.per_category(ctx.domain, ctx.domain.test, test),

@@ -73,6 +73,7 @@ def test_round_records_say_where_the_time_went(full):
         assert all(s >= 0.0 for s in rec["stage_s"].values())
         assert sum(rec["stage_s"].values()) <= rec["wall_s"] + 1e-6
     assert 0.0 < report["test_eval_s"] <= report["wall_s_this_process"]
+    assert report["host_malloc"].startswith(("system: ", "GLIBC_TUNABLES="))  # what the times ran under
 
 
 def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
