@@ -10,12 +10,13 @@ glibc's ``glibc.malloc.hugetlb=1`` tunable (glibc >= 2.35) advises transparent h
 memory it maps, so the same block is 49 faults of 2 MiB: the step takes 128 ms. Results are unchanged
 (only how pages are mapped). Alone, the tunable slowed PyTorch (TRL's iteration in the same bench:
 0.63-0.70 s -> 0.76 s on one core), probably because its heap, trimmed and regrown around its
-tensors, then regrows in zeroed 2 MiB pages. So two more tunables keep blocks under 32 MiB in the heap, not trimmed below
-1 GiB of free space (``mmap_threshold``, ``trim_threshold``): reused without faults; only larger
-blocks are mapped, in huge pages (TRL back at 0.66 s, ours unchanged). The cost: a process keeps up to 1 GiB of freed heap per arena
-instead of returning it. (Keeping every freed block instead, with ``mallopt``: one arena, no
-``mmap``, no trim, reached the same step time but not reliably: small allocations split the freed
-block and the heap grew by a whole block again on some steps.)
+tensors, then regrows in zeroed 2 MiB pages. So two more tunables keep blocks under 32 MiB in the
+heap, not trimmed below 1 GiB of free space (``mmap_threshold``, ``trim_threshold``): reused without
+faults; only larger blocks are mapped, in huge pages (TRL back at 0.62-0.66 s, ours unchanged). The
+cost: a process keeps up to 1 GiB of freed heap per arena instead of returning it. (Keeping every
+freed block instead, with ``mallopt``: one arena, no ``mmap``, no trim, reached the same step time
+but not reliably: small allocations split the freed block and the heap grew by a whole block again
+on some steps.)
 
 A tunable is read when the process starts, so :func:`reexec_with_huge_pages` re-executes a launcher
 (``python -m launch.<name>``: ``launch/__init__.py`` calls it first) with the tunables added to
@@ -37,6 +38,7 @@ ENV = "COCODA_HOST_MALLOC"
 TUNABLES = ("glibc.malloc.hugetlb=1", "glibc.malloc.mmap_threshold=33554432",
             "glibc.malloc.trim_threshold=1073741824")
 HUGETLB = TUNABLES[0]
+_HUGETLB_NAME = HUGETLB.split("=", 1)[0]
 NO_TUNABLE = "system: GLIBC_TUNABLES has no glibc.malloc.hugetlb=1 (not started as python -m launch.<name>)"
 _THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
@@ -77,22 +79,23 @@ def reexec_command(orig_argv: Sequence[str], environ: Mapping[str, str]) -> tupl
     :data:`TUNABLES` added to ``GLIBC_TUNABLES`` (a name the user set keeps the user's value), or
     ``None`` when there is nothing to do: not a launcher, ``glibc.malloc.hugetlb`` already set (by the
     user, or by this re-execution), ``COCODA_HOST_MALLOC=system``, or a machine where it does nothing."""
-    current = _tunables(environ)
-    if _setting(environ) == "system" or "glibc.malloc.hugetlb" in _names(current) or unsupported_reason():
+    if _setting(environ) == "system":
         return None
     args = list(orig_argv[1:])
-    if "-m" not in args:
-        return None
-    m = args.index("-m")
+    m = args.index("-m") if "-m" in args else len(args)
     if m + 1 >= len(args) or not args[m + 1].startswith("launch.") or "-c" in args[:m]:
+        return None  # not a launcher: checked first, as it costs nothing
+    current = _tunables(environ)
+    names = _names(current)
+    if _HUGETLB_NAME in names or unsupported_reason():
         return None
-    added = [t for t in TUNABLES if t.split("=", 1)[0] not in _names(current)]
+    added = [t for t in TUNABLES if t.split("=", 1)[0] not in names]
     return [sys.executable, *args], dict(environ, GLIBC_TUNABLES=":".join(current + added))
 
 
 def reexec_with_huge_pages() -> None:
     """Re-execute this launcher process with the tunables when :func:`reexec_command` says so (the
-    process image is replaced: same PID, arguments and environment plus the tunable); else return."""
+    process image is replaced: same PID, arguments and environment plus the tunables); else return."""
     command = reexec_command(getattr(sys, "orig_argv", ()), os.environ)
     if command is None:
         return
