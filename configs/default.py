@@ -18,7 +18,7 @@ def get_config() -> ml_collections.ConfigDict:
     # "wording": the generator's held-out templates and entities (a much harder transfer test).
     c.domain = ml_collections.ConfigDict(dict(
         name="synthetic_math", seed=0, max_depth=2, n_train=2000, n_val=128, n_test=128, heldout="instances",
-        data_dir="", grow_library_to=0, module=""))
+        data_dir="", grow_library_to=0, module="", demos="seen_pairs", n_dev=128))
 
     # The planner: a preset of cocoda_jax.models.config ("tiny" takes its vocabulary from the tokenizer
     # trained on the domain's demonstrations; real presets load HF weights in the real-scale configs).
@@ -40,7 +40,7 @@ def get_config() -> ml_collections.ConfigDict:
     # (XLA's CPU runtime decodes one batch on one core; 2 on 2 idle cores: docs/experiments.md section K).
     # It changes the sampled outcomes (each slice has its own key): part of the run's identity.
     c.rollout = ml_collections.ConfigDict(dict(
-        max_steps=8, max_len=384, max_new_tokens=24, temperature=0.6, top_k=0, timeout_s=10.0,
+        max_steps=4, max_len=384, max_new_tokens=24, temperature=1.0, top_p=0.95, top_k=0, timeout_s=10.0,
         length_multiple=64, host_shards=1))
 
     # The prompt's tool cards C_q(L) (cocoda_jax.rl.prompts.RetrievalConfig): "cascade" = the typed DAG
@@ -65,17 +65,18 @@ def get_config() -> ml_collections.ConfigDict:
     # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget). advantage /
     # loss: a variant registered in cocoda_jax.rl.grpo ("grpo"; "dr_grpo" = Dr. GRPO's unbiased form).
     c.grpo = ml_collections.ConfigDict(dict(
-        iterations=30, iterations_per_round=5, tasks_per_iteration=12, group_size=8, learning_rate=3e-5,
-        epsilon=0.2, epsilon_high=None, beta=0.0, aggregation="token_mean", normalize_std=True,
-        micro_batches=1, mask_uniform_groups=True, ppo_epochs=1, eval_every=10,
-        advantage="grpo", loss="grpo"))
+        iterations=30, iterations_per_round=10, tasks_per_iteration=12, group_size=8, learning_rate=2e-4,
+        epsilon=0.2, epsilon_high=0.28, beta=0.0, aggregation="token_mean", normalize_std=True,
+        micro_batches=1, mask_uniform_groups=True, ppo_epochs=2, eval_every=10,
+        advantage="grpo_gar", loss="grpo", schedule="cosine", warmup_steps=2))
 
     # Stage 1: rounds of the symbolic abstractor over the gold demonstrations.
     c.warm = ml_collections.ConfigDict(dict(rounds=2))
 
     # Stage 3: co-evolution rounds.
     c.coevolve = ml_collections.ConfigDict(dict(
-        rounds=3, rho=0.8, frozen_library=False, mine_in_rounds=True, direct_answer=False, refresh_sft_steps=10, refresh_demos=256, refresh_learning_rate=3e-5,
+        rounds=3, rho=0.8, frozen_library=False, mine_in_rounds=True, direct_answer=False, refresh_sft_steps=10,
+        refresh_demos=256, refresh_learning_rate=3e-5, probation_iterations=3,
         abstractor=ml_collections.ConfigDict(dict(
             min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),

@@ -12,11 +12,12 @@ from configs import default
 
 def get_config():
     c = default.get_config()
-    c.domain.n_train, c.domain.n_val, c.domain.n_test = 48, 6, 6
+    c.domain.n_train, c.domain.n_val, c.domain.n_test, c.domain.n_dev = 48, 6, 6, 4
     c.model.vocab_size = 400
     c.mesh.data = 1  # one device: the sharded steps are tested in tests/rl (8 fake devices there)
     c.sft.steps, c.sft.batch_size, c.sft.n_demos, c.sft.warmup_steps = 4, 4, 48, 1
     c.grpo.iterations, c.grpo.iterations_per_round = 3, 1
+    c.coevolve.probation_iterations = 0  # one GRPO iteration a round: nothing to split
     c.grpo.tasks_per_iteration, c.grpo.group_size, c.grpo.eval_every = 2, 2, 2
     c.rollout.max_steps, c.rollout.max_new_tokens = 2, 8
     c.rollout.max_len, c.rollout.length_multiple = 512, 512

@@ -41,12 +41,17 @@ class UnknownDomainError(LookupError):
 
 @dataclasses.dataclass(frozen=True)
 class DomainSplits:
-    """What :meth:`TaskDomain.build` returns: train, validation and test tasks and the primitive library."""
+    """What :meth:`TaskDomain.build` returns: train, validation and test tasks and the primitive library.
+    ``demonstrated``: the ids of the training tasks whose program the run may learn from (``None``:
+    every one); the others have answers only (reinforcement learning's part). ``dev``: held-out tasks
+    that no decision of the run reads (acceptance chooses on ``val``), for an unbiased progress curve."""
 
     train: tuple[Any, ...]
     val: tuple[Any, ...]
     test: tuple[Any, ...]
     library: Any
+    demonstrated: frozenset[str] | None = None
+    dev: tuple[Any, ...] = ()  # held-out tasks no decision reads: the report's measure of progress
 
 
 @runtime_checkable

@@ -68,6 +68,9 @@ class MathTask(GoldProgramTask):
     argument is ``"n"`` (a question number), the index of an earlier line, or a tuple of those (a list
     argument). Hashable; two tasks with the same skeleton differ only in numbers and wording.
     ``difficulty``: the number of primitive calls. ``motifs``: the motif chain, in order.
+    ``seen_structure``: whether the run's demonstrations show this task's structure (every adjacent
+    motif pair of its chain; ``domain.demos="seen_pairs"``): False marks a training task that has an
+    answer only, and a held-out task whose structure no demonstration showed.
     """
 
     id: str
@@ -81,6 +84,7 @@ class MathTask(GoldProgramTask):
     skeleton: tuple
     difficulty: int
     motifs: tuple[str, ...]
+    seen_structure: bool = True
 
     @property
     def depth(self) -> int:
@@ -590,6 +594,17 @@ def pair_split(first: str, second: str) -> str:
     return "test" if h == 0 else "validation" if h == 1 else "train"
 
 
+def pair_demonstrated(first: str, second: str) -> bool:
+    """Whether demonstrations may show the adjacent motif pair (``domain.demos="seen_pairs"``): a
+    stable hash puts about half of the pairs on each side, independent of :func:`pair_split`."""
+    return zlib.crc32(f"demonstrated:{first}>{second}".encode()) % 2 == 0
+
+
+def structure_demonstrated(motifs: Sequence[str]) -> bool:
+    """Every adjacent pair of the chain is demonstrated (a one-motif chain always is)."""
+    return all(pair_demonstrated(a, b) for a, b in zip(motifs, motifs[1:]))
+
+
 @functools.cache
 def _successors() -> dict[str, tuple[Motif, ...]]:
     return {kind: tuple(m for m in MOTIFS if m.in_kind == kind) for kind in {m.out_kind for m in MOTIFS} | set(KINDS)}
@@ -859,6 +874,15 @@ def _call_ngrams(tasks: Sequence[MathTask], n: int) -> Counter:
 # ------------------------------------------------------------------------------------------------
 
 
+#: ``config.domain.demos``: every training task demonstrated, or only those of demonstrated structure.
+DEMOS = ("all", "seen_pairs")
+
+
+def _mark_structure(task: MathTask) -> MathTask:
+    seen = structure_demonstrated(task.motifs)
+    return task if seen else dataclasses.replace(task, seen_structure=False)
+
+
 class SyntheticMath(DomainBase):
     """The synthetic-math domain: splits from :func:`generate`, variants on the parent's motif chain,
     a question's numbers are its inputs.
@@ -866,16 +890,21 @@ class SyntheticMath(DomainBase):
     Config keys (``config.domain``): ``seed``, ``n_train``, ``n_val``, ``n_test``, ``max_depth`` (0:
     every depth), ``heldout`` (``"instances"``: validation and test are unseen instances in the
     training wording, indices far past the training ones; ``"wording"``: the generator's held-out
-    splits, new templates and entities) and ``grow_library_to`` (0: the primitives alone; N: N tools
-    with distractors)."""
+    splits, new templates and entities), ``grow_library_to`` (0: the primitives alone; N: N tools
+    with distractors), ``n_dev`` (held-out tasks no decision reads, 0: none) and ``demos``: which training tasks come with their program (``"all"``; or
+    ``"seen_pairs"``: only those whose adjacent motif pairs are all on the demonstrated side of
+    :func:`pair_demonstrated`, the rest have answers only and are learned from reward, as on a real
+    benchmark where programs exist for few tasks; held-out tasks of an undemonstrated structure are
+    categorised ``depth_<d>_unseen``)."""
 
     name, kind, task_type = "synthetic_math", "math", MathTask
 
     @staticmethod
     def categories(task: MathTask) -> str:
-        """A task's category is its depth (``depth_3``: three motifs): accuracy per depth is where
-        composition must show, once deep tasks need more primitive calls than the turn limit allows."""
-        return f"depth_{task.depth}"
+        """A task's category is its depth (``depth_3``: three motifs), with ``_unseen`` when no
+        demonstration showed its structure: accuracy per depth is where composition must show, and
+        the unseen part is what only reinforcement learning (and the composites it finds) can reach."""
+        return f"depth_{task.depth}" if task.seen_structure else f"depth_{task.depth}_unseen"
 
     def build(self, section: Any, sandbox: Any) -> DomainSplits:
         heldout = section["heldout"]
@@ -886,12 +915,24 @@ class SyntheticMath(DomainBase):
             raise DomainConfigError(f"config.domain.grow_library_to must be >= 0, got {grow_to}")
         seed, md = section["seed"], section["max_depth"] or None
         train = generate(section["n_train"], seed=seed, split="train", max_depth=md)
+        n_dev = int(section.get("n_dev", 0))
+        if n_dev < 0:
+            raise DomainConfigError(f"config.domain.n_dev must be >= 0, got {n_dev}")
         if heldout == "instances":
             val = generate(section["n_val"], seed=seed, split="train", start=1_000_000, max_depth=md)
             test = generate(section["n_test"], seed=seed, split="train", start=2_000_000, max_depth=md)
+            dev = generate(n_dev, seed=seed, split="train", start=3_000_000, max_depth=md)
         else:
             val = generate(section["n_val"], seed=seed, split="validation", max_depth=md)
             test = generate(section["n_test"], seed=seed, split="test", max_depth=md)
+            dev = generate(n_dev, seed=seed, split="validation", start=1_000_000, max_depth=md)
+        demos = section.get("demos", "all")
+        if demos not in DEMOS:
+            raise DomainConfigError(f"config.domain.demos must be one of {DEMOS}, got {demos!r}")
+        demonstrated = None
+        if demos == "seen_pairs":
+            train, val, test, dev = (tuple(_mark_structure(t) for t in part) for part in (train, val, test, dev))
+            demonstrated = frozenset(str(t.id) for t in train if t.seen_structure)
         library = primitive_library(sandbox)
         if grow_to:
             from cocoda_jax.retrieval.synthetic_library import with_distractors
@@ -899,10 +940,19 @@ class SyntheticMath(DomainBase):
                 library = with_distractors(library, grow_to, seed=int(seed))
             except ValueError as e:
                 raise DomainConfigError(f"config.domain.grow_library_to: {e}") from e
-        return DomainSplits(tuple(train), tuple(val), tuple(test), library)
+        return DomainSplits(tuple(train), tuple(val), tuple(test), library, demonstrated=demonstrated, dev=tuple(dev))
 
     def propose_variant(self, parent: MathTask, stream_seed: int, draw: int) -> MathTask:
-        return make_task_from_chain(stream_seed, parent.split, draw, parent.motifs)
+        variant = make_task_from_chain(stream_seed, parent.split, draw, parent.motifs)
+        return dataclasses.replace(variant, seen_structure=parent.seen_structure)
+
+    def task_to_dict(self, task: MathTask) -> dict:
+        """The record, without ``seen_structure`` when it is the default (records of a run that shows
+        every structure read and write exactly as before the field existed)."""
+        d = super().task_to_dict(task)
+        if d.get("seen_structure", True) is True:
+            d.pop("seen_structure", None)
+        return d
 
     def task_from_dict(self, d: Mapping[str, Any]) -> MathTask:
         return dataclass_from_dict(MathTask, d, {"skeleton": tuplify, "motifs": tuple, "inputs": pairs,

@@ -10,7 +10,15 @@ Variants are registered by name (:func:`register_advantage`, :func:`register_los
 * ``dr_grpo`` (Dr. GRPO, Liu et al. 2025, "Understanding R1-Zero-Like Training"): advantages only
   centred on the group mean (never divided by its std), and the loss summed over each sequence's
   tokens and divided by the constant ``num_sequences * max_tokens`` (``constant`` aggregation,
-  whatever ``aggregation`` says): neither length nor difficulty bias.
+  whatever ``aggregation`` says): neither length nor difficulty bias;
+* ``grpo_gar`` (graph-aware, decoupled; advantage only): ``A_i = (res_i - mean(res)) / (std(res) + eps)
+  + (credit_i - mean(credit))`` over the group, with ``credit`` the composite credit ``lam * sum Phi`` and
+  ``res = reward - credit``. Under ``grpo`` the std division cancels a credit that all of a group's
+  successes share (rewards ``[1.4, 1.4, 0, 0]`` and ``[1, 1, 0, 0]`` both give ``+-1``), so composite use
+  changes the update only where successes differ in ``Phi``. Here the credit part is centred but kept in
+  reward units: successes that call composites are pushed harder than equal ones that do not, and two
+  successes with different ``Phi`` are told apart even when every rollout of the group succeeded. It
+  reads the per-rollout credit (``compute_advantages(..., credit=...)``); the loss is ``config.loss``'s.
 
 Why ``(sum, count)``: the learner may split a batch into micro-batches that do not fit in memory
 together. Each micro-batch returns the *sum* of its per-unit losses and the *count* of units; the
@@ -39,6 +47,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -92,15 +101,20 @@ class GRPOConfig:
 
 
 _ADVANTAGES: dict[str, Callable[..., jax.Array]] = {}
+_CREDIT_READERS: set[str] = set()
 _LOSSES: dict[str, Callable[..., "LossSums"]] = {}
 
 
-def register_advantage(name: str):
-    """Registers ``fn(rewards[B], group_size, config) -> advantages[B]``."""
+def register_advantage(name: str, *, reads_credit: bool = False):
+    """Registers ``fn(rewards[B], group_size, config) -> advantages[B]``; with ``reads_credit``,
+    ``fn(rewards[B], group_size, config, credit[B])`` (the per-rollout composite credit, which
+    :func:`compute_advantages` hands only to such variants)."""
     def deco(fn):
         if name in _ADVANTAGES:
             raise ValueError(f"an advantage named {name!r} is already registered")
         _ADVANTAGES[name] = fn
+        if reads_credit:
+            _CREDIT_READERS.add(name)
         return fn
     return deco
 
@@ -127,9 +141,23 @@ def get_loss(name: str) -> Callable[..., "LossSums"]:
     return _LOSSES[name]
 
 
-def compute_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig) -> jax.Array:
-    """The advantages of ``config.advantage`` (the one call site of the advantage registry)."""
-    return get_advantage(config.advantage)(rewards, group_size, config)
+def advantage_reads_credit(name: str) -> bool:
+    """Whether the advantage registered as ``name`` reads the per-rollout credit."""
+    get_advantage(name)
+    return name in _CREDIT_READERS
+
+
+def compute_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig,
+                       credit: jax.Array | None = None) -> jax.Array:
+    """The advantages of ``config.advantage`` (the one call site of the advantage registry).
+
+    ``credit``: per rollout, the part of ``rewards`` that is composite credit (``lam * sum Phi``),
+    handed to the variants registered with ``reads_credit`` (one of those without it is a
+    ``ValueError``); the others ignore it."""
+    fn = get_advantage(config.advantage)
+    if advantage_reads_credit(config.advantage):
+        return fn(rewards, group_size, config, credit)
+    return fn(rewards, group_size, config)
 
 
 def compute_loss(logp: jax.Array, old_logp: jax.Array | None, ref_logp: jax.Array | None, advantages: jax.Array,
@@ -168,6 +196,53 @@ def dr_grpo_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig |
     ``normalize_std`` says): no question is up-weighted for having a small reward spread."""
     config = GRPOConfig() if config is None else config
     return group_advantages(rewards, group_size, dataclasses.replace(config, normalize_std=False))
+
+
+#: A group whose values spread less than this share of ``1 + max|value|`` is flat (about 16 float32
+#: ulps): ``res = reward - credit`` rounds, and ``std`` division would blow that noise up to O(1).
+_FLAT_RTOL = 2e-6
+
+
+def _centred(grouped: jax.Array, normalize: bool, eps: float) -> jax.Array:
+    """Each group centred on its mean (and divided by its std + eps if ``normalize``), exactly 0 on a
+    flat group (spread within float rounding, :data:`_FLAT_RTOL`)."""
+    centred = grouped - grouped.mean(axis=1, keepdims=True)
+    if normalize:
+        centred = centred / (grouped.std(axis=1, keepdims=True) + eps)
+    spread = grouped.max(axis=1, keepdims=True) - grouped.min(axis=1, keepdims=True)
+    flat = spread <= _FLAT_RTOL * (1.0 + jnp.abs(grouped).max(axis=1, keepdims=True))
+    return jnp.where(flat, 0.0, centred)
+
+
+@register_advantage("grpo_gar", reads_credit=True)
+def gar_advantages(rewards: jax.Array, group_size: int, config: GRPOConfig | None = None,
+                   credit: jax.Array | None = None) -> jax.Array:
+    """Graph-aware decoupled advantages: ``A_i = (res_i - mean(res)) / (std(res) + eps) +
+    (credit_i - mean(credit))`` per group, ``res = rewards - credit`` (the result reward less
+    penalties).
+
+    The result part is group-normalised like ``grpo``'s (always, whatever ``normalize_std`` says);
+    the credit part is only centred, so ``lam * Phi`` moves the advantages in reward units instead of
+    cancelling in the std division. A group whose ``res`` (or ``credit``) is flat up to float rounding
+    gets exactly 0 from that part, so a group with both flat has all-zero advantages (the rollout
+    loop's uniform-group mask). With zero credit this is ``grpo``'s advantage wherever a group's
+    rewards are not flat up to rounding.
+    """
+    if credit is None:
+        raise ValueError("the 'grpo_gar' advantage needs the per-rollout composite credit "
+                         "(compute_advantages(rewards, group_size, config, credit=...))")
+    config = GRPOConfig() if config is None else config
+    rewards = jnp.asarray(rewards, jnp.float32)
+    credit = jnp.asarray(credit, jnp.float32)
+    chex.assert_rank(rewards, 1)
+    chex.assert_equal_shape([rewards, credit])
+    if rewards.shape[0] % group_size:
+        raise ValueError(f"rewards of shape {rewards.shape} do not split into groups of {group_size}")
+    res = (rewards - credit).reshape(-1, group_size)
+    grouped_credit = credit.reshape(-1, group_size)
+    adv = _centred(res, True, config.std_eps) + _centred(grouped_credit, False, config.std_eps)
+    chex.assert_shape(adv, (rewards.shape[0] // group_size, group_size))
+    return adv.reshape(-1)
 
 
 def group_stats(rewards: jax.Array, group_size: int) -> tuple[jax.Array, jax.Array]:
@@ -322,8 +397,8 @@ def full_entropy(logits: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Arr
 
 
 __all__ = [
-    "AGGREGATIONS", "GRPOConfig", "LossSums", "UnknownVariantError", "aggregate", "clipped_surrogate",
-    "compute_advantages", "compute_loss", "dr_grpo_advantages", "dr_grpo_loss", "finalize", "full_entropy",
-    "get_advantage", "get_loss", "group_advantages", "group_stats", "grpo_loss", "k3_kl", "register_advantage",
-    "register_loss", "sft_loss",
+    "AGGREGATIONS", "GRPOConfig", "LossSums", "UnknownVariantError", "advantage_reads_credit", "aggregate",
+    "clipped_surrogate", "compute_advantages", "compute_loss", "dr_grpo_advantages", "dr_grpo_loss", "finalize",
+    "full_entropy", "gar_advantages", "get_advantage", "get_loss", "group_advantages", "group_stats", "grpo_loss",
+    "k3_kl", "register_advantage", "register_loss", "sft_loss",
 ]

@@ -37,14 +37,17 @@ from cocoda_jax.rl.rollout import Tokenizer, TokenRecord, bucket_length, grpo_ba
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
     """How episodes are played: turn limit, token budget, sampling, sandbox timeout.
-    ``length_multiple`` buckets batch lengths (fewer compilations). Which tool cards a prompt shows
-    is :class:`~cocoda_jax.rl.prompts.RetrievalConfig`'s business."""
+    ``length_multiple`` buckets batch lengths (fewer compilations). ``top_k`` (0: off) and ``top_p``
+    (nucleus, 1.0: off) truncate the sampling distribution of the GRPO rollouts; greedy evaluation
+    ignores both. Which tool cards a prompt shows is
+    :class:`~cocoda_jax.rl.prompts.RetrievalConfig`'s business."""
 
     max_steps: int = 8
     max_len: int = 384
     max_new_tokens: int = 24
     temperature: float = 1.0
     top_k: int = 0
+    top_p: float = 1.0
     timeout_s: float = 10.0
     length_multiple: int = 64
     #: CPU hosts: the rollout rows in this many slices, each decoded from its own host thread (XLA's CPU
@@ -58,10 +61,14 @@ class RolloutConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
     def sampling(self, greedy: bool = False) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,
-                              greedy=greedy)
+                              top_p=self.top_p, greedy=greedy)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -229,8 +236,11 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     """Samples ``group_size`` rollouts per task with the current planner, scores them with the
     configured reward, and takes one GRPO step on the sampled tokens.
 
-    ``mask_uniform_groups``: a group whose rewards are all equal has zero advantages; its tokens
-    are left out of the loss (DAPO's dynamic sampling, without re-sampling) instead of diluting the
+    The advantages are ``config.grpo.advantage``'s, handed the per-rollout composite credit of the
+    reward breakdowns (read by the variants that take it, e.g. ``grpo_gar``).
+    ``mask_uniform_groups``: a group whose advantages are all zero (under ``grpo``: whose rewards are
+    all equal; under ``grpo_gar``: whose result rewards and credits both are) has its tokens
+    left out of the loss (DAPO's dynamic sampling, without re-sampling) instead of diluting the
     token mean and still paying KL. Where the loss's count does not see rows without loss tokens
     (:func:`drops_masked_rows_exactly`) those rows are also left out of the step's batch
     (:func:`without_masked_groups`): the same gradient for a fraction of the compute.
@@ -253,11 +263,11 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     rollout_s = time.perf_counter() - t0
     breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
     totals = np.asarray([b.total for b in breakdowns], np.float32)
-    advantages = np.asarray(G.compute_advantages(totals, group_size, grpo_cfg))  # config.grpo.advantage
+    credit = np.asarray([b.credit for b in breakdowns], np.float32)
+    advantages = np.asarray(G.compute_advantages(totals, group_size, grpo_cfg, credit=credit))
     length = bucket_length(max(len(r) for r in records), rc.length_multiple, rc.max_len)
     batch = grpo_batch(records, advantages, length, tokenizer.pad_id)
-    grouped = totals.reshape(-1, group_size)
-    uniform = np.repeat(grouped.std(axis=1) == 0, group_size)
+    uniform = np.repeat(uniform_groups(advantages, totals, group_size, grpo_cfg), group_size)
     if mask_uniform_groups:
         batch["loss_mask"][uniform] = 0.0
         if drops_masked_rows_exactly(grpo_cfg):
@@ -294,6 +304,19 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
                "shared_prefix_len": float(batch["prefix"].shape[1]) if "prefix" in batch else 0.0,
                "rollout_s": rollout_s, "update_s": update_s}
     return state, metrics, Iteration(tuple(trajs), tuple(records), tuple(breakdowns), group_size)
+
+
+def uniform_groups(advantages: np.ndarray, totals: np.ndarray, group_size: int, config: G.GRPOConfig) -> np.ndarray:
+    """Per group, whether it carries no learning signal: all its advantages are zero.
+
+    A variant that reads the credit (``grpo_gar``) returns exact zeros for a group whose result
+    rewards and credits are both flat, and a group of equal totals may still rank its rollouts by
+    credit: its advantages decide. For the others (``grpo``, ``dr_grpo``) the rule stays the one on
+    the totals, a zero std: the same groups, except that float rounding of a group mean can leave
+    tiny nonzero advantages in a group of equal totals (which the std rule still masks)."""
+    if G.advantage_reads_credit(config.advantage):
+        return (np.asarray(advantages).reshape(-1, group_size) == 0).all(axis=1)
+    return np.asarray(totals, np.float32).reshape(-1, group_size).std(axis=1) == 0
 
 
 def batch_shards(mesh: Any) -> int:
@@ -385,5 +408,5 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 __all__ = [
     "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
     "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
-    "shared_group_prefix", "summarize", "without_masked_groups",
+    "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
 ]

@@ -19,6 +19,14 @@ class RodsConfig:
     ``stale_epochs``; ``p_max`` caps live generated items (lowest phi evicted). Synthesis: ``k_max``
     repairs per candidate, ``synth_per_epoch`` boundary parents, ``variants_per_seed`` jobs each,
     ``max_draws`` generator draws per skeleton search.
+
+    Draw weights (``Curriculum.sample``'s weighted draw without replacement), relative to a boundary
+    task at ``phi = 1`` (weight 1; a boundary task weighs ``max(phi, recheck_weight)``):
+    ``explore_weight`` for an unobserved seed task (drawn, but below the boundary so that exploration
+    does not crowd out what the tracker found), ``variant_weight`` for an unobserved generated task
+    (what synthesis was for: it must be drawn soon to be tracked), ``recheck_weight`` for mastered
+    and hard tasks (re-checked now and then: a mastered task can regress, a hard one become
+    reachable). A weight of 0 draws a task only after every task of positive weight.
     """
 
     window: int = 4
@@ -39,6 +47,9 @@ class RodsConfig:
     variants_per_seed: int = 2
     max_draws: int = 20000
     queue_capacity: int = 256
+    explore_weight: float = 0.5
+    variant_weight: float = 10.0
+    recheck_weight: float = 0.05
 
     def __post_init__(self) -> None:
         def prob(name: str) -> float:
@@ -70,6 +81,10 @@ class RodsConfig:
                              f"({self.window}): the tracker only keeps that many groups")
         if self.min_groups > self.window:
             raise ValueError(f"RodsConfig.min_groups ({self.min_groups}) cannot exceed window ({self.window})")
+        for name in ("explore_weight", "variant_weight", "recheck_weight"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0.0):
+                raise ValueError(f"RodsConfig.{name} must be a finite number >= 0, got {v!r}")
         if not isinstance(self.retire_seeds, bool):
             raise ValueError(f"RodsConfig.retire_seeds must be a bool, got {self.retire_seeds!r}")
 

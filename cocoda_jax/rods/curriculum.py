@@ -46,9 +46,80 @@ from cocoda_jax.rods.synthesis import (BackgroundSynthesizer, Job, Outcome, Synt
                                        derived_seed, rejection_counts)
 from cocoda_jax.rods.tracker import Tracker
 
-#: How :meth:`Curriculum.sample` picks from the live pool: RODS's priority order, or uniformly
+#: How :meth:`Curriculum.sample` picks from the live pool: a draw weighted by the tracker, or uniformly
 #: (the ``rods_random`` ablation: the same pool, synthesis and retirement, no boundary targeting).
 SELECTIONS = ("priority", "uniform")
+
+#: Where a task stands when drawn: one of the tracker's regions, or never observed (a seed task:
+#: ``unobserved``; a generated task: ``variant``).
+DRAW_REGIONS = ("boundary", "mastered", "hard", "unobserved", "variant")
+
+
+def draw_regions(task_ids: Iterable[str], pool: PoolState, tracker: Tracker) -> dict[str, str]:
+    """Task id -> its :data:`DRAW_REGIONS` entry given ``pool`` and ``tracker`` (ids not in the pool:
+    :class:`.RodsStateError`)."""
+    origin = {it.task_id: it.origin for it in pool.items}
+    out: dict[str, str] = {}
+    for t in task_ids:
+        s = tracker.get(t)
+        if s is not None:
+            out[t] = s.region(tracker.config)
+        elif t in origin:
+            out[t] = "variant" if origin[t] == "generated" else "unobserved"
+        else:
+            raise RodsStateError("task_id", f"{t!r} is not in the pool")
+    return out
+
+
+def draw_weight(region: str, phi: float, config: RodsConfig) -> float:
+    """A task's weight in the priority draw, relative to a boundary task at ``phi = 1``.
+
+    Boundary: its tracked ``phi`` (floored at ``recheck_weight``: never below a settled task), so
+    the draw follows GRPO's signal. Unobserved variant: ``variant_weight`` (synthesised from a
+    boundary parent; it must be drawn to be judged). Unobserved seed: ``explore_weight``.
+    Mastered and hard: ``recheck_weight`` (a mastered task can regress, a hard one become reachable).
+    """
+    if region == "boundary":
+        return max(phi, config.recheck_weight)
+    if region == "variant":
+        return config.variant_weight
+    if region == "unobserved":
+        return config.explore_weight
+    if region in ("mastered", "hard"):
+        return config.recheck_weight
+    raise ValueError(f"region must be one of {DRAW_REGIONS}, got {region!r}")
+
+
+def _clock(seed: int, epoch: int, task_id: str) -> float:
+    """An Exp(1) variate from a hash of ``(seed, epoch, task id)``: no RNG state, so the same in
+    every process and after a resume."""
+    u = ((derived_seed("rods-sample", seed, epoch, task_id) % (1 << 53)) + 0.5) / float(1 << 53)
+    return -math.log(u)
+
+
+def priority_order(pool: PoolState, tracker: Tracker, config: RodsConfig, seed: int) -> tuple[str, ...]:
+    """The live pool in the order of a seeded weighted draw without replacement.
+
+    Each task gets an exponential clock of rate ``w`` (:func:`draw_weight`, rounded to 12 digits);
+    taking tasks as their clocks ring is drawing one at a time with probability proportional to
+    weight among those left (the exponential-race form of Gumbel-top-k). Weight-0 tasks come
+    last, in seeded order; ties by task id.
+    """
+    live = pool.live_ids()
+    regions = draw_regions(live, pool, tracker)
+
+    def key(t: str) -> tuple[int, float, str]:
+        s = tracker.get(t)
+        w = round(draw_weight(regions[t], 0.0 if s is None else s.phi, config), 12)
+        c = _clock(seed, pool.epoch, t)
+        return (0, c / w, t) if w > 0 else (1, c, t)
+
+    return tuple(sorted(live, key=key))
+
+
+def uniform_order(pool: PoolState, seed: int) -> tuple[str, ...]:
+    """The live pool in a seeded uniform order (the ``rods_random`` ablation)."""
+    return tuple(sorted(pool.live_ids(), key=lambda t: (derived_seed("rods-sample", seed, pool.epoch, t), t)))
 
 
 class Curriculum:
@@ -199,40 +270,34 @@ class Curriculum:
 
     # -- the epoch -----------------------------------------------------------------------------------
     def sample(self, n: int, seed: int) -> tuple[Any, ...]:
-        """``n`` live tasks for this epoch's GRPO groups; a pure function of (pool, tracker, ``seed``).
+        """``n`` live tasks for this epoch's GRPO groups; a pure function of (pool, tracker, ``seed``),
+        so a curriculum resumed from its directory draws exactly what the uninterrupted one draws.
 
-        Rule: every live task gets the key ``(tier, -phi, h)`` and the tasks are taken in ascending
-        key order. ``tier`` is 0 for boundary tasks and for unobserved tasks (which count as
-        boundary with ``phi = 1``), 1 for mastered and hard ones; ``phi`` is the tracked priority
-        ``4 r (1 - r)`` (rounded to 12 digits); ``h`` a hash of ``(seed, epoch, task id)`` that
-        breaks ties reproducibly. So boundary tasks come first by priority, then the rest, nearest
-        to the boundary first. ``n <= live``: no duplicates; ``n > live``: the whole order repeats
+        ``selection="priority"``: :func:`priority_order`, a seeded weighted draw without replacement
+        that follows the tracker (weights: :func:`draw_weight`); boundary tasks keep being redrawn
+        while they stay informative, and unobserved variants get tracked soon after injection.
+        ``selection="uniform"`` (the ``rods_random`` ablation): :func:`uniform_order`, a seeded
+        uniform permutation. ``n <= live``: no duplicates; ``n > live``: the whole order repeats
         (every task ``n // live`` or ``n // live + 1`` times).
-
-        ``selection="uniform"``: the key is ``h`` alone, a seeded uniform permutation of the live pool.
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"n must be an int >= 0, got {n!r}")
         if n == 0:
             return ()
-        live = self._pool.live_ids()
-        if not live:
+        if not self._pool.live_ids():
             raise RodsStateError("pool", "no live tasks to sample")
-        e = self._pool.epoch
-
-        def key(t: str) -> tuple[int, float, int, str]:
-            if self.selection == "uniform":
-                return 0, 0.0, derived_seed("rods-sample", seed, e, t), t
-            s = self._tracker.get(t)
-            if s is None:
-                tier, p = 0, 1.0
-            else:
-                tier, p = (0 if s.region(self.config) == "boundary" else 1), round(s.phi, 12)
-            return tier, -p, derived_seed("rods-sample", seed, e, t), t
-
-        order = sorted(live, key=key)
+        if self.selection == "uniform":
+            order = uniform_order(self._pool, seed)
+        else:
+            order = priority_order(self._pool, self._tracker, self.config, seed)
         picked = [order[i % len(order)] for i in range(n)]
         return tuple(self._tasks[t] for t in picked)
+
+    def regions_of(self, task_ids: Iterable[str]) -> dict[str, str]:
+        """Task id -> its :data:`DRAW_REGIONS` entry now (call it on a batch before observing it, to
+        count the draws per region). Pure; a pool item that is not live keeps its region; an id
+        that is not in the pool raises :class:`.RodsStateError`."""
+        return draw_regions(task_ids, self._pool, self._tracker)
 
     def observe(self, groups: Mapping[str, Sequence[float]] | Iterable[tuple[str, Sequence[float]]]) -> None:
         """Record GRPO groups of this epoch: task id -> the group's tracking rewards (the training

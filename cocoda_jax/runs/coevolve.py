@@ -138,6 +138,11 @@ def _settings(config: ml_collections.ConfigDict) -> RunSettings:
     settings = RunSettings.parse(config)
     for name in ("warm", "coevolve", "rods", "report"):
         settings.required(name)
+    if settings.coevolve.probation_iterations >= settings.grpo.iterations_per_round:
+        raise common.ConfigError(
+            f"config.coevolve.probation_iterations ({settings.coevolve.probation_iterations}) must be below "
+            f"config.grpo.iterations_per_round ({settings.grpo.iterations_per_round}): mining reads the GRPO "
+            "iterations before it")
     return settings
 
 
@@ -204,7 +209,7 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
     domain = stage0.demonstrated(settings, workdir, sandbox, common.build_domain(settings, sandbox),
                                  show_progress=show_progress)
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
-    texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.train)
+    texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.demonstrations)
     tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
     mesh = common.mesh_of(settings)
     model = common.build_planner(settings, tokenizer.vocab_size, mesh)
@@ -213,7 +218,7 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
         config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, tokenizer=tokenizer,
         sft_learner=common.sft_learner(model, settings, mesh), grpo_learner=common.grpo_learner(model, settings, mesh),
         refresh_learner=common.refresh_learner(model, settings, mesh),
-        tasks_by_id={str(t.id): t for t in (*domain.train, *domain.val, *domain.test)},
+        tasks_by_id={str(t.id): t for t in (*domain.train, *domain.val, *domain.test, *domain.dev)},
         start_library=start_library, primitive_names=frozenset(start_library.names()),
         show_progress=show_progress)
 
@@ -235,16 +240,23 @@ class _TaskSource:
         return cls(seeds, Curriculum(seeds, rods.curriculum, hosts.host_dir(ctx.workdir), run_seed=ctx.seed, library=library,
                                      sandbox=ctx.sandbox, background=rods.background, selection=rods.selection))
 
-    def sample(self, ctx: _RunContext, iteration: int) -> list[Any]:
-        """GRPO iteration ``iteration``'s tasks (registered in ``ctx.tasks_by_id``)."""
+    def sample(self, ctx: _RunContext, iteration: int) -> tuple[list[Any], dict[str, int]]:
+        """GRPO iteration ``iteration``'s tasks (registered in ``ctx.tasks_by_id``) and how many were
+        drawn from each curriculum region at draw time (``static`` without a curriculum)."""
         n = ctx.settings.grpo.tasks_per_iteration
         if self.curriculum is not None:
             tasks = list(self.curriculum.sample(n, seed=ctx.seed * 100_003 + iteration))
+            regions = self.curriculum.regions_of([str(t.id) for t in tasks])
+            drawn = [regions[str(t.id)] for t in tasks]
         else:
             tasks = loop.sample_tasks(self.seeds, n, ctx.seed, iteration, stream=11)
+            drawn = ["static"] * len(tasks)
         for t in tasks:
             ctx.tasks_by_id.setdefault(str(t.id), t)
-        return tasks
+        counts: dict[str, int] = {}
+        for region in drawn:
+            counts[region] = counts.get(region, 0) + 1
+        return tasks, counts
 
     def observe(self, ctx: _RunContext, iteration: loop.Iteration) -> None:
         if self.curriculum is not None:
@@ -372,7 +384,8 @@ def _teacher(ctx: _RunContext) -> TeacherAbstractor:
 
 
 #: Round-record keys report.json keeps beside the report schema's (``ROUND_KEYS``).
-_REPORTED_EXTRA_KEYS = ("val_per_category", "proposal_val_accuracy", "stage_s")
+_REPORTED_EXTRA_KEYS = ("val_per_category", "proposal_val_accuracy", "stage_s", "mechanism", "dev_accuracy",
+                        "dev_per_category")
 _KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses",
                    "val_per_category")
 
@@ -414,6 +427,13 @@ def _round_record(ctx: _RunContext, r: int, outcome: Outcome, reason: str, snaps
             "val_per_category": common.per_category(ctx.domain, ctx.domain.val, ev), "wall_s": wall_s}
 
 
+def _dev_fields(ctx: _RunContext, state: TrainState, library: LibrarySnapshot, programs: Any) -> dict[str, Any]:
+    """The kept (planner, library) on the dev split: progress measured on tasks no decision reads
+    (acceptance chooses on validation, so validation accuracy flatters the kept pair)."""
+    ev = _evaluate(ctx, state, library, ctx.domain.dev, _cards(ctx, library, programs))
+    return {"dev_accuracy": ev.accuracy, "dev_per_category": common.per_category(ctx.domain, ctx.domain.dev, ev)}
+
+
 def _round_scalars(record: dict[str, Any], outcome: Outcome, rods_metrics: dict | None) -> dict[str, float]:
     """What the metrics file logs at the end of a round."""
     scalars = {"val/accuracy": record["val_accuracy"], "library/size": record["library_size"],
@@ -421,6 +441,8 @@ def _round_scalars(record: dict[str, Any], outcome: Outcome, rods_metrics: dict 
                "round/accepted": float(outcome.keeps_new_planner)}
     if record["tool_calls_per_solved"] is not None:
         scalars["val/calls_per_solved"] = record["tool_calls_per_solved"]
+    if record.get("dev_accuracy") is not None:
+        scalars["dev/accuracy"] = record["dev_accuracy"]
     if rods_metrics is not None:
         scalars.update(rods_scalars(rods_metrics))
     return scalars
@@ -533,7 +555,7 @@ def _round0_under_this_reward(ctx: _RunContext, run_progress: RunProgress, libra
 def _warm_start(ctx: _RunContext) -> tuple[LibrarySnapshot, ProgramPairs, list[dict[str, Any]]]:
     """Stage 1: the warm library folded from the gold demonstrations (the primitives when frozen),
     the demonstrations' programs refactored to call it, and the abstraction rounds' log."""
-    train = ctx.domain.train[:ctx.settings.sft.n_demos]
+    train = ctx.domain.demonstrations[:ctx.settings.sft.n_demos]
     if ctx.settings.coevolve.direct_answer:  # the direct baseline: state the gold answer, no tools
         return ctx.start_library, tuple((str(t.id), direct_answer.program(t)) for t in train), []
     traces = [gold_trace(t) for t in train]
@@ -588,6 +610,9 @@ def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
     writer.write(steps, {"val/accuracy": ev.accuracy})
     record = _round_record(ctx, 0, Outcome.INITIAL, "the SFT planner with the warm library", library, ev, None,
                            sorted(set(library.names()) - ctx.primitive_names), time.perf_counter() - t0)
+    if ctx.domain.dev:
+        with _timed(stage_s, "dev"):
+            record = {**record, **_dev_fields(ctx, grpo_state, library, programs)}
     record = {**record, "stage_s": stage_s}
     incumbent = acceptance.initial("round-0", library, ev.accuracy, ev.used_tools)
     run_progress = RunProgress(round=0, global_step=steps, sft_accuracy=ev.accuracy,
@@ -611,6 +636,17 @@ class GrpoRound:
     step: int
     accuracies: tuple[float, ...]
     successes: tuple[trajectory.Trajectory, ...]
+    #: per iteration, the scalars the round's ``mechanism`` summary reads; the tasks drawn per region
+    diagnostics: tuple[dict[str, float], ...] = ()
+    draws: tuple[tuple[str, int], ...] = ()
+
+    def then(self, later: GrpoRound) -> GrpoRound:
+        """This phase followed by ``later`` (the round's probation iterations)."""
+        draws = dict(self.draws)
+        for region, n in later.draws:
+            draws[region] = draws.get(region, 0) + n
+        return GrpoRound(later.state, later.step, self.accuracies + later.accuracies, self.successes,
+                         self.diagnostics + later.diagnostics, tuple(sorted(draws.items())))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -651,17 +687,26 @@ class Verdict:
     pair_accuracy: float | None = None
 
 
+_DIAGNOSTIC_KEYS = ("uniform_group_share", "grpo/entropy", "grpo/update_norm")
+
+
 def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, cards: PromptCards,
-               state: TrainState, ref: Any, tasks: _TaskSource, writer: MetricsWriter) -> GrpoRound:
-    """Round ``r``'s ``grpo.iterations_per_round`` GRPO iterations from global step ``step``."""
+               state: TrainState, ref: Any, tasks: _TaskSource, writer: MetricsWriter,
+               iterations: range | None = None) -> GrpoRound:
+    """Round ``r``'s GRPO iterations ``iterations`` (default: all ``grpo.iterations_per_round``)
+    from global step ``step``; iteration ``k`` of round ``r`` draws and samples with the global
+    iteration number ``(r - 1) * per_round + k`` whichever phase runs it."""
     g = ctx.settings.grpo
     per_round = g.iterations_per_round
     successes: dict[tuple[str, str], trajectory.Trajectory] = {}
-    accuracies = []
-    for k in range(per_round):
+    accuracies, diagnostics, draws = [], [], {}
+    for k in (range(per_round) if iterations is None else iterations):
         it = (r - 1) * per_round + k
+        drawn, regions = tasks.sample(ctx, it)
+        for region, n in regions.items():
+            draws[region] = draws.get(region, 0) + n
         state, metrics, iteration = loop.grpo_iteration(
-            ctx.grpo_learner, state, ctx.tokenizer, tasks.sample(ctx, it), library, ctx.sandbox,
+            ctx.grpo_learner, state, ctx.tokenizer, drawn, library, ctx.sandbox,
             group_size=g.group_size, rc=ctx.settings.rollout, cards=cards,
             key=loop.iteration_key(ctx.seed, it), reward_config=ctx.settings.reward, ref_params=ref,
             mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs)
@@ -669,11 +714,13 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
         writer.write(step, {**metrics, "round": r})
         failpoints.hit("grpo/iteration")
         accuracies.append(metrics["accuracy"])
+        diagnostics.append({k: float(metrics[k]) for k in _DIAGNOSTIC_KEYS if k in metrics})
         tasks.observe(ctx, iteration)
         for t, b in zip(iteration.trajectories, iteration.breakdowns):
             if t.correct and b.total >= ctx.settings.coevolve.rho:
                 successes.setdefault((t.task_id, t.program), t)
-    return GrpoRound(state, step, tuple(accuracies), tuple(successes.values()))
+    return GrpoRound(state, step, tuple(accuracies), tuple(successes.values()), tuple(diagnostics),
+                     tuple(sorted(draws.items())))
 
 
 def mine_and_validate(ctx: _RunContext, r: int, library: LibrarySnapshot, excluded: tuple[Any, ...],
@@ -729,6 +776,25 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
                                step=trained.step + refresh)
 
 
+def _probation(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards, mined: Mined,
+               refactored: Refactored, trained: GrpoRound, ref: Any, tasks: _TaskSource, writer: MetricsWriter,
+               iterations: range) -> tuple[GrpoRound, Refactored]:
+    """The round's last GRPO iterations. With new composites, they are the composites' probation:
+    the refreshed planner trains with the candidate library in its prompts and GAR pays for calling
+    them, so the pair :func:`decide` judges is a planner that has used them, not one that never saw
+    them; the round's planner alone (the fallback) stays the one before the refresh. Without new
+    composites they simply continue the round with the incumbent library (the same GRPO budget)."""
+    if mined.accepted:
+        probation = grpo_phase(ctx, r, refactored.step, mined.library, _cards(ctx, mined.library, refactored.programs),
+                               refactored.state, ref, tasks, writer, iterations)
+        merged = trained.then(probation)  # the round's diagnostics; the planner alone stays trained's
+        return dataclasses.replace(merged, state=trained.state, step=trained.step), \
+            dataclasses.replace(refactored, state=probation.state, step=probation.step)
+    rest = grpo_phase(ctx, r, trained.step, library, cards, trained.state, ref, tasks, writer, iterations)
+    both = trained.then(rest)
+    return both, dataclasses.replace(refactored, state=both.state, step=both.step)
+
+
 def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: LibrarySnapshot,
            cards: PromptCards, mined: Mined, refactored: Refactored, trained: GrpoRound) -> Verdict:
     """The round's (planner, candidate library) evaluated on the validation split and weighed
@@ -755,10 +821,28 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
     return Verdict(outcome, decision, new_incumbent, ev, state, proposal.val_reward)
 
 
+def mechanism(trained: GrpoRound, mined: Mined, verdict: Verdict) -> dict[str, Any]:
+    """What a round's learning did, for the report: the share of GRPO rows in groups with all-zero
+    advantages, the sampled tokens' entropy (mean over iterations), the summed norm of the
+    optimizer's updates, the tasks drawn per curriculum region, and the composites mined in the
+    round: proposed, validated (inserted into the candidate library), accepted (kept with the pair)
+    and their calls in the pair's validation rollouts."""
+    def mean(key: str) -> float | None:
+        values = [d[key] for d in trained.diagnostics if key in d]
+        return float(np.mean(values)) if values else None
+    updates = [d["grpo/update_norm"] for d in trained.diagnostics if "grpo/update_norm" in d]
+    uses = verdict.evaluation.composite_uses
+    return {"uniform_group_share": mean("uniform_group_share"), "entropy": mean("grpo/entropy"),
+            "update_norm": float(sum(updates)) if updates else None, "rods_draws_by_region": dict(trained.draws),
+            "composites": {"proposed": len(mined.log.get("proposed", ())), "validated": len(mined.inserted),
+                           "accepted": len(mined.inserted) if verdict.outcome is Outcome.ACCEPT else 0,
+                           "called_on_validation": int(sum(uses.get(n, 0) for n in mined.inserted))}}
+
+
 def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: LibrarySnapshot,
            library: LibrarySnapshot, mined: Mined, refactored: Refactored, verdict: Verdict,
            accuracies: Sequence[float], rods_metrics: dict[str, Any] | None, wall_s: float,
-           stage_s: dict[str, float] | None = None) -> RunProgress:
+           stage_s: dict[str, float] | None = None, extra: dict[str, Any] | None = None) -> RunProgress:
     """The progress after round ``r``: its record (a refused proposal's record carries the kept
     pair's numbers, and the proposal's accuracy beside them; a round that kept only the planner,
     its planner's numbers and the refused pair's accuracy), the decision, the incumbent, the
@@ -773,7 +857,7 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
                "proposal_val_accuracy": verdict.evaluation.accuracy}
     elif verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.pair_accuracy is not None:
         rec = {**rec, "proposal_val_accuracy": verdict.pair_accuracy}
-    rec = {**rec, "mining": mined.log, **({"stage_s": dict(stage_s)} if stage_s is not None else {})}
+    rec = {**rec, "mining": mined.log, **(extra or {}), **({"stage_s": dict(stage_s)} if stage_s is not None else {})}
     return dataclasses.replace(
         before, round=r, global_step=refactored.step, records=(*before.records, rec),
         decisions=(*before.decisions, verdict.decision.to_record()), incumbent=IncumbentRecord.of(verdict.incumbent),
@@ -793,12 +877,18 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         t_round = time.perf_counter()
         stage_s: dict[str, float] = {}
         cards = _cards(ctx, library, run_progress.demo_programs)
+        per_round, probation = ctx.settings.grpo.iterations_per_round, ctx.settings.coevolve.probation_iterations
         with _timed(stage_s, "grpo"):
-            trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer)
+            trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer,
+                                 range(per_round - probation))
         with _timed(stage_s, "mine"):
             mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
         with _timed(stage_s, "refactor_and_refresh"):
             refactored = refactor_and_refresh(ctx, r, library, cards, run_progress.demo_programs, mined, trained)
+        if probation:
+            with _timed(stage_s, "probation"):
+                trained, refactored = _probation(ctx, r, library, cards, mined, refactored, trained, ref, tasks,
+                                                 writer, range(per_round - probation, per_round))
         with _timed(stage_s, "decide"):
             verdict = decide(ctx, r, run_progress.incumbent.incumbent(library), library, cards, mined, refactored,
                              trained)
@@ -813,8 +903,13 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             ctx.demo_traces = dict(zip(refactored.programs, refactored.traces))
         with _timed(stage_s, "curriculum"):
             rods_metrics = tasks.end_epoch(kept)
+        extra = {"mechanism": mechanism(trained, mined, verdict)}
+        if ctx.domain.dev:
+            with _timed(stage_s, "dev"):
+                extra.update(_dev_fields(ctx, state, kept, refactored.programs if kept is mined.library and
+                                         mined.accepted else run_progress.demo_programs))
         run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,
-                              rods_metrics, time.perf_counter() - t_round, stage_s)
+                              rods_metrics, time.perf_counter() - t_round, stage_s, extra)
         library = kept
         writer.write(run_progress.global_step, _round_scalars(run_progress.last_record, verdict.outcome, rods_metrics))
         _save(ctx, run_progress, library, state, ref)
@@ -843,7 +938,10 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
              "retrieval": common.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
              "test_outcomes": test.outcomes(),
              "test_per_category": common.per_category(ctx.domain, ctx.domain.test, test),
-             "rods_per_epoch": list(run_progress.rods_metrics) or None}
+             "rods_per_epoch": list(run_progress.rods_metrics) or None,
+             # the kept pair after each round on tasks no decision read (validation chose the pairs)
+             "dev_accuracy_per_round": [rec.get("dev_accuracy") for rec in run_progress.records]
+             if ctx.domain.dev else None}
     report = build_report(rounds, sft_accuracy=run_progress.sft_accuracy,
                           final_accuracy=run_progress.last_record["val_accuracy"], final_library=library,
                           primitive_names=ctx.primitive_names, wall_s=wall, extra=extra)

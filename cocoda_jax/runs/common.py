@@ -106,6 +106,15 @@ class Domain:
     categories: Any = None
     barrier_tools: tuple[str, ...] | None = None
     spec: Any = None
+    demonstrated: frozenset[str] | None = None  # training task ids with a usable program (None: all)
+    dev: tuple[Any, ...] = ()  # held-out tasks no decision reads (the report's progress measure)
+
+    @property
+    def demonstrations(self) -> tuple[Any, ...]:
+        """The training tasks whose gold program stages 1-2 may read (the rest have answers only)."""
+        if self.demonstrated is None:
+            return self.train
+        return tuple(t for t in self.train if str(t.id) in self.demonstrated)
 
 
 def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str, dict[str, float]] | None:
@@ -185,7 +194,8 @@ def _build(spec: D.TaskDomain, settings: RunSettings, sandbox: Any) -> Domain:
     except D.DomainConfigError as e:
         raise ConfigError(str(e)) from e
     return Domain(settings.domain.name, tuple(splits.train), tuple(splits.val), tuple(splits.test), splits.library,
-                  categories=spec.categories, barrier_tools=spec.barrier_tools, spec=spec)
+                  categories=spec.categories, barrier_tools=spec.barrier_tools, spec=spec,
+                  demonstrated=splits.demonstrated, dev=tuple(splits.dev))
 
 
 def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
@@ -289,7 +299,9 @@ def refresh_learner(model: Any, config: ConfigLike, mesh: Any) -> Learner:
 def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
     settings = RunSettings.of(config)
     g = settings.grpo
-    optim = OptimConfig(learning_rate=g.learning_rate, schedule="constant", clip_norm=1.0)
+    total = max(g.iterations * g.ppo_epochs, 1)
+    optim = OptimConfig(learning_rate=g.learning_rate, schedule=g.schedule, warmup_steps=min(g.warmup_steps, total),
+                        total_steps=total, end_fraction=0.1, clip_norm=1.0)
     try:
         grpo = G.GRPOConfig(epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, aggregation=g.aggregation,
                             normalize_std=g.normalize_std, max_tokens=settings.rollout.max_len,

@@ -306,9 +306,15 @@ class GrpoSettings(_Section):
     eval_every: int
     advantage: str = "grpo"
     loss: str = "grpo"
+    # the learning rate over the run's GRPO steps: "constant", or a linear warmup of warmup_steps then
+    # "cosine" decay to a tenth at the last step (iterations x ppo_epochs)
+    schedule: str = "constant"
+    warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         self._int("iterations", 0)
+        self._str("schedule", choices=("constant", "cosine"))
+        self._int("warmup_steps", 0)
         self._int("iterations_per_round", 1)
         self._int("tasks_per_iteration", 1)
         self._int("group_size", 2)
@@ -456,9 +462,13 @@ class CoevolveSettings(_Section):
     # (``coevolve.abstractor`` already names the symbolic miner's own settings)
     proposers: str = "symbolic"
     teacher: TeacherSettings = TeacherSettings()
+    # the last GRPO iterations of each round: with the round's new composites in the prompts (their
+    # probation, after the refresh), or with the incumbent library when nothing new was inserted
+    probation_iterations: int = 0
 
     def __post_init__(self) -> None:
         self._int("rounds", 0)
+        self._int("probation_iterations", 0)
         self._bool("mine_in_rounds")
         self._str("proposers", choices=PROPOSERS)
         self._number("rho", at_least=0)

@@ -148,9 +148,10 @@ def _build_job(config: ml_collections.ConfigDict, settings: RunSettings, workdir
     domain = stage0.demonstrated(settings, workdir, sandbox, common.build_domain(settings, sandbox),
                                  show_progress=show_progress)
     library = domain.library
-    cards = common.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in domain.train],
-                                {str(t.id): t.question for t in domain.train})
-    segments = loop.gold_segments(domain.train, cards)
+    shown = domain.demonstrations  # answer-only training tasks are GRPO's, never SFT's
+    cards = common.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in shown],
+                                {str(t.id): t.question for t in shown})
+    segments = loop.gold_segments(shown, cards)
     # the BPE sees every tool name once, whatever the prompts show
     texts = itertools.chain(["\n".join(all_cards(library, retrieval.card_style))],
                             (trajectory.segments_text(s) for s in segments))

@@ -26,6 +26,8 @@ Why each available arm's overrides do what the name says (read from the code, no
 * ``rods_random``: ``rods.selection="uniform"``: ``Curriculum.sample`` takes a seeded uniform
   permutation of the live pool instead of boundary-first priority order; the pool, synthesis and
   retirement are RODS's.
+* ``sft_only``: ``coevolve.rounds=0``: stages 1-2 exactly as ``cocoda`` runs them (the study shares
+  that prefix at a seed), then the test evaluation of the SFT planner with the warm library.
 * ``no_ctd``: ``coevolve.mine_in_rounds=False``: the warm library and its refactored
   demonstrations, then ``mine_and_validate`` mines nothing in the rounds.
 * ``direct``: ``coevolve.direct_answer=True`` (with ``frozen_library``): the library is one tool,
@@ -80,6 +82,8 @@ class Arm:
 
 ARMS: tuple[Arm, ...] = (
     Arm("cocoda", "the main job: co-evolved library, TDR, graph-aware reward, acceptance, RODS"),
+    Arm("sft_only", "the stage-2 planner with the warm library, no co-evolution round (what the rounds must beat)",
+        {"coevolve.rounds": 0}, weight=0.2),
     Arm("frozen_library", "the library frozen at its primitives (no warm library, no mining)",
         {"coevolve.frozen_library": True}, weight=1.4),
     Arm("no_tdr", "-TDR: the whole library in the prompt instead of the retrieval cascade",
@@ -110,7 +114,7 @@ _BY_NAME = {a.name: a for a in ARMS}
 #: ``reward.*`` is among them: stages 1-2 never read the reward, and round 0's record, which reports the
 #: validation reward, is measured again under the cell's own reward when a cell resumes from a prefix
 #: saved under another (``runs/coevolve.py``, ``_round0_under_this_reward``).
-STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "rods.", "reward.")
+STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "coevolve.rounds", "rods.", "reward.")
 
 
 def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:

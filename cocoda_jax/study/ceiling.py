@@ -30,7 +30,7 @@ def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, A
     with the primitives and with the warm library; the warm library's composites, in order."""
     settings = RunSettings.of(config)
     domain = common.build_domain(settings, sandbox)
-    warm = warm_library([gold_trace(t) for t in domain.train[:settings.sft.n_demos]], domain.library, sandbox,
+    warm = warm_library([gold_trace(t) for t in domain.demonstrations[:settings.sft.n_demos]], domain.library, sandbox,
                         rounds=settings.warm.rounds, config=settings.coevolve.abstractor)
     composites = [c for o in warm.rounds for c in o.candidates if c.name in {t.name for t in o.result.accepted}]
     limit = settings.rollout.max_steps

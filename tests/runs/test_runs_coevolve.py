@@ -66,14 +66,40 @@ def test_round_records_say_where_the_time_went(full):
     """Each record's ``stage_s``: the stages' wall seconds, within the round's own wall time."""
     _, report = full
     first, *rounds = report["per_round"]
-    assert set(first["stage_s"]) == {"warm_library", "play_demos", "sft", "evaluate"}
+    assert set(first["stage_s"]) == {"warm_library", "play_demos", "sft", "evaluate", "dev"}
     for rec in rounds:
-        assert set(rec["stage_s"]) == {"grpo", "mine", "refactor_and_refresh", "decide", "incumbent_state",
-                                       "curriculum"}
+        assert set(rec["stage_s"]) == {"grpo", "mine", "refactor_and_refresh", "probation", "decide",
+                                       "incumbent_state", "curriculum", "dev"}
         assert all(s >= 0.0 for s in rec["stage_s"].values())
         assert sum(rec["stage_s"].values()) <= rec["wall_s"] + 1e-6
     assert 0.0 < report["test_eval_s"] <= report["wall_s_this_process"]
     assert report["host_malloc"].startswith(("system: ", "GLIBC_TUNABLES="))  # what the times ran under
+
+
+def test_round_records_say_what_the_learning_did(full):
+    """``mechanism``: uniform groups, entropy, update norm, draws per curriculum region and the round's
+    composites; ``dev_accuracy``: the kept pair on tasks no decision read."""
+    _, report = full
+    first, *rounds = report["per_round"]
+    assert 0.0 <= first["dev_accuracy"] <= 1.0 and "mechanism" not in first
+    for rec in rounds:
+        m = rec["mechanism"]
+        assert 0.0 <= m["uniform_group_share"] <= 1.0 and m["entropy"] >= 0.0 and m["update_norm"] > 0.0
+        # configs/chaos.py: 8 tasks an iteration, 2 iterations a round, every draw counted once
+        assert sum(m["rods_draws_by_region"].values()) == 16
+        assert set(m["rods_draws_by_region"]) <= {"boundary", "mastered", "hard", "unobserved", "variant"}
+        c = m["composites"]
+        assert c["proposed"] >= c["validated"] >= c["accepted"] >= 0 and c["called_on_validation"] >= 0
+        assert c["accepted"] == (len(rec["inserted"]) if rec["outcome"] == "accept" else 0)
+        assert 0.0 <= rec["dev_accuracy"] <= 1.0 and rec["dev_per_category"]
+    # round 1 mines from its first iteration's successes; the second iteration is their probation
+    assert rounds[0]["mechanism"]["composites"]["validated"] >= 1
+
+
+def test_probation_must_leave_iterations_before_the_mining(tmp_path):
+    with pytest.raises(coevolve.common.ConfigError, match="probation_iterations"):
+        coevolve.run(tiny_config(coevolve__probation_iterations=1), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists()  # refused before anything was written
 
 
 def test_the_frozen_baseline_keeps_the_primitives(tmp_path):

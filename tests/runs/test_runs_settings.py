@@ -257,7 +257,7 @@ def test_a_wrong_type_or_range_is_a_config_error_naming_the_key(path, value, mes
 @pytest.mark.parametrize("path", ["grpo.group_sise", "sft.stepz", "model.dtype", "mesh.pipeline", "sandbox.memory_mb",
                                   "checkpoint.every", "report.k", "warm.round", "coevolve.roundz",
                                   "coevolve.abstractor.max_depth", "coevolve.acceptance.margin", "rods.thresholds.foo",
-                                  "rods.signals", "distributed.host", "rollout.top_p", "retrieval.kk", "reward.gamma"])
+                                  "rods.signals", "distributed.host", "rollout.top_q", "retrieval.kk", "reward.gamma"])
 def test_an_unknown_key_in_any_section_is_refused(path):
     where, key = path.rsplit(".", 1)
     with pytest.raises(C.ConfigError, match=rf"config\.{where} has unknown key\(s\) \['{key}'\]"):

@@ -10,13 +10,14 @@ from configs import default
 
 
 def test_registry_names_and_availability():
-    assert A.names() == ("cocoda", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off",
+    assert A.names() == ("cocoda", "sft_only", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off",
                          "large_frozen", "direct", "no_ctd", "rods_random")
     assert A.select(None) == tuple(A.get(n) for n in A.names())
     assert [a.name for a in A.ARMS if not a.in_presets] == ["growth_tolerant"]  # diagnostic: only when named
     assert A.select(["growth_tolerant"]) == (A.get("growth_tolerant"),)
     assert A.prefix_key(A.get("growth_tolerant")) == ()  # stage 3 only: shares cocoda's prefix
     assert A.prefix_key(A.get("no_gar")) == ()  # the reward: round 0 restated on resume
+    assert A.prefix_key(A.get("sft_only")) == ()  # no rounds: cocoda's stages 1-2, then the test
     assert all(a.available for a in A.ARMS)  # every arm of the issue has its knob now
     for a in A.ARMS:
         assert bool(a.reason) != a.available

@@ -17,7 +17,7 @@ def sandbox():
 
 def _config(max_steps):
     c = tiny.get_config()
-    c.domain.update(dict(max_depth=4, n_train=120, n_test=40))
+    c.domain.update(dict(max_depth=4, n_train=120, n_test=40, demos="all"))
     c.sft.n_demos = 120
     c.rollout.max_steps = max_steps
     return c
