@@ -76,7 +76,7 @@ def get_config() -> ml_collections.ConfigDict:
     # Stage 3: co-evolution rounds.
     c.coevolve = ml_collections.ConfigDict(dict(
         rounds=3, rho=0.8, frozen_library=False, mine_in_rounds=True, direct_answer=False, refresh_sft_steps=10,
-        refresh_demos=256, refresh_learning_rate=3e-5, probation_iterations=3,
+        refresh_demos=256, refresh_learning_rate=3e-5, probation_iterations=3, keep_successes=True,
         abstractor=ml_collections.ConfigDict(dict(
             min_tasks=2, max_inputs=3, min_nodes=2, max_nodes=6, max_candidates=4, tool_cost=1.0, body_cost=1.0,
             min_compression=0.0, n_examples=3, sign_post=True, max_condition_chars=240)),

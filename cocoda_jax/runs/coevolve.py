@@ -750,22 +750,33 @@ def _mining_log(ctx: _RunContext, outcome: Any) -> dict[str, Any]:
 
 def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards,
                          demo_programs: ProgramPairs, mined: Mined, trained: GrpoRound) -> Refactored:
-    """The stored demonstrations refactored with the inserted composites, then a short SFT refresh
-    on ``coevolve.refresh_demos`` of them over the candidate library (only when a composite was
-    inserted: the planner must learn to call it)."""
-    if not mined.accepted:
-        return Refactored(tuple(tuple(p) for p in demo_programs), trained.state, trained.step)
-    folded = tuple(fold_all(tr, mined.accepted) for tr in stored_traces(ctx, demo_programs, library, cards))
-    programs = [(tr.task_id, tr.program()) for tr in folded]
-    refactored = Refactored(tuple(programs), trained.state, trained.step, folded)
+    """The stored demonstrations, joined by the round's own successes on tasks that had none
+    (``coevolve.keep_successes``: an answer-only task the planner solved is demonstrated from now on,
+    as in expert iteration) and refactored with the inserted composites; then a short SFT refresh on
+    the new ones and a sample of the rest (up to ``coevolve.refresh_demos``) over the candidate
+    library. Nothing happens when nothing was inserted and nothing new was solved."""
     co = ctx.settings.coevolve
+    stored = tuple(tuple(p) for p in demo_programs)
+    new = _new_demonstrations(stored, trained.successes) if co.keep_successes else ()
+    if not mined.accepted and not new:
+        return Refactored(stored, trained.state, trained.step)
+    if mined.accepted:
+        folded = tuple(fold_all(tr, mined.accepted) for tr in stored_traces(ctx, stored + new, library, cards))
+        programs = [(tr.task_id, tr.program()) for tr in folded]
+        refactored = Refactored(tuple(programs), trained.state, trained.step, folded)
+    else:
+        programs = list(stored + new)
+        refactored = Refactored(tuple(programs), trained.state, trained.step)
     refresh = co.refresh_sft_steps
     if refresh <= 0:
         return refactored
     rng = np.random.default_rng([ctx.seed, 13, r])
-    n = min(len(programs), co.refresh_demos)
-    demos = _sft_demos(ctx, [programs[i] for i in rng.choice(len(programs), n, replace=False)], mined.library,
-                       usage_programs=programs)
+    fresh = {task for task, _ in new}
+    first = [i for i, (task, _) in enumerate(programs) if task in fresh][:co.refresh_demos]
+    rest = [i for i in range(len(programs)) if programs[i][0] not in fresh]
+    n = min(len(rest), co.refresh_demos - len(first))
+    chosen = first + [rest[i] for i in rng.choice(len(rest), n, replace=False)]
+    demos = _sft_demos(ctx, [programs[i] for i in sorted(chosen)], mined.library, usage_programs=programs)
     if not demos:
         return refactored
     sft_state = loop.sft_phase(ctx.refresh_learner, ctx.refresh_learner.state_from_params(trained.state.params),
@@ -776,23 +787,31 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
                                step=trained.step + refresh)
 
 
+def _new_demonstrations(stored: ProgramPairs, successes: Sequence[trajectory.Trajectory]) -> ProgramPairs:
+    """The first successful program of each task that has no stored demonstration, in order."""
+    known = {task for task, _ in stored}
+    out: dict[str, str] = {}
+    for t in successes:
+        if t.task_id not in known:
+            out.setdefault(t.task_id, t.program)
+    return tuple(out.items())
+
+
 def _probation(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards, mined: Mined,
                refactored: Refactored, trained: GrpoRound, ref: Any, tasks: _TaskSource, writer: MetricsWriter,
                iterations: range) -> tuple[GrpoRound, Refactored]:
-    """The round's last GRPO iterations. With new composites, they are the composites' probation:
-    the refreshed planner trains with the candidate library in its prompts and GAR pays for calling
-    them, so the pair :func:`decide` judges is a planner that has used them, not one that never saw
-    them; the round's planner alone (the fallback) stays the one before the refresh. Without new
-    composites they simply continue the round with the incumbent library (the same GRPO budget)."""
-    if mined.accepted:
-        probation = grpo_phase(ctx, r, refactored.step, mined.library, _cards(ctx, mined.library, refactored.programs),
-                               refactored.state, ref, tasks, writer, iterations)
-        merged = trained.then(probation)  # the round's diagnostics; the planner alone stays trained's
-        return dataclasses.replace(merged, state=trained.state, step=trained.step), \
-            dataclasses.replace(refactored, state=probation.state, step=probation.step)
-    rest = grpo_phase(ctx, r, trained.step, library, cards, trained.state, ref, tasks, writer, iterations)
-    both = trained.then(rest)
-    return both, dataclasses.replace(refactored, state=both.state, step=both.step)
+    """The round's last GRPO iterations, from the refreshed planner. With new composites, they are
+    the composites' probation: the planner trains with the candidate library in its prompts and GAR
+    pays for calling them, so the pair :func:`decide` judges is a planner that has used them, not one
+    that never saw them; the round's planner alone (the fallback) stays the one before the refresh.
+    Without new composites they continue the round with the incumbent library (the same GRPO budget)."""
+    lib = mined.library if mined.accepted else library
+    phase = grpo_phase(ctx, r, refactored.step, lib, _cards(ctx, lib, refactored.programs), refactored.state, ref,
+                       tasks, writer, iterations)
+    merged = trained.then(phase)  # the round's diagnostics
+    if mined.accepted:  # the planner alone (the fallback) stays the one before the refresh
+        merged = dataclasses.replace(merged, state=trained.state, step=trained.step)
+    return merged, dataclasses.replace(refactored, state=phase.state, step=phase.step)
 
 
 def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: LibrarySnapshot,
@@ -804,7 +823,7 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
     at least as well), otherwise only if the pair is refused; it is kept if the planner alone is
     accepted (``accept_planner``)."""
     grew = mined.library is not library
-    candidate_cards = _cards(ctx, mined.library, refactored.programs) if mined.accepted else cards
+    candidate_cards = _cards(ctx, mined.library, refactored.programs)
     ev = _evaluate(ctx, refactored.state, mined.library, ctx.domain.val, candidate_cards)
     proposal = acceptance.Proposal(r, f"round-{r}", mined.library, ev.accuracy, ev.used_tools)
     rule = ctx.settings.coevolve.acceptance
@@ -906,8 +925,8 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         extra = {"mechanism": mechanism(trained, mined, verdict)}
         if ctx.domain.dev:
             with _timed(stage_s, "dev"):
-                extra.update(_dev_fields(ctx, state, kept, refactored.programs if kept is mined.library and
-                                         mined.accepted else run_progress.demo_programs))
+                extra.update(_dev_fields(ctx, state, kept, refactored.programs if verdict.outcome is Outcome.ACCEPT
+                                         else run_progress.demo_programs))
         run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,
                               rods_metrics, time.perf_counter() - t_round, stage_s, extra)
         library = kept

@@ -465,9 +465,13 @@ class CoevolveSettings(_Section):
     # the last GRPO iterations of each round: with the round's new composites in the prompts (their
     # probation, after the refresh), or with the incumbent library when nothing new was inserted
     probation_iterations: int = 0
+    # a round's successes on tasks without a stored demonstration join the stored demonstrations (and
+    # the refresh): what the planner solved from reward alone is demonstrated from then on
+    keep_successes: bool = False
 
     def __post_init__(self) -> None:
         self._int("rounds", 0)
+        self._bool("keep_successes")
         self._int("probation_iterations", 0)
         self._bool("mine_in_rounds")
         self._str("proposers", choices=PROPOSERS)

@@ -122,6 +122,15 @@ def task_depths(config: ml_collections.ConfigDict) -> dict[str, int]:
     return {str(t.id): int(t.depth) for t in domain.test if getattr(t, "depth", None) is not None}
 
 
+def task_structures(config: ml_collections.ConfigDict) -> dict[str, str]:
+    """Test task id -> ``"seen"`` or ``"unseen"``: whether the run's demonstrations showed the task's
+    structure (tasks without a ``seen_structure`` flag are left out)."""
+    from cocoda_jax.runs import common
+    domain = common.build_domain(config, None)
+    return {str(t.id): "seen" if t.seen_structure else "unseen" for t in domain.test
+            if getattr(t, "seen_structure", None) is not None}
+
+
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
@@ -470,7 +479,16 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
             log(f"seed {seed}: no task depths ({type(e).__name__}: {e})")
             depths[seed] = {}
 
-    study = summarize(selected, seeds, reports, depths, n_test=int(study_config.run.domain.n_test),
+    structures: dict[int, Mapping[str, str]] = {}
+    for seed in seeds:
+        try:
+            structures[seed] = task_structures(A.cell_config(study_config.run, A.get(REFERENCE), seed))
+        except Exception as e:  # a breakdown, like the depths
+            log(f"seed {seed}: no task structures ({type(e).__name__}: {e})")
+            structures[seed] = {}
+
+    study = summarize(selected, seeds, reports, depths, structures=structures,
+                      n_test=int(study_config.run.domain.n_test),
                       wall_s=float(sum(times.get(f"{a.name}/seed_{s}", 0.0) for a, s in cells)),
                       b=int(study_config.get("bootstrap", stats.DEFAULT_B)),
                       boot_seed=int(study_config.get("bootstrap_seed", 0)))
@@ -486,8 +504,9 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
 
 def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[tuple[str, int], Mapping[str, Any]],
               depths: Mapping[int, Mapping[str, int]], *, n_test: int, wall_s: float, b: int = stats.DEFAULT_B,
-              boot_seed: int = 0) -> dict[str, Any]:
-    """study.json's dict from the cells' reports (pure: no file is read)."""
+              boot_seed: int = 0, structures: Mapping[int, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """study.json's dict from the cells' reports (pure: no file is read). ``structures``: seed -> test
+    task id -> ``seen``/``unseen`` (their accuracy and paired deltas are added when any task has one)."""
     outcomes = {a.name: {s: {str(k): int(v) for k, v in reports[(a.name, s)]["test_outcomes"].items()} for s in seeds}
                 for a in selected if a.available}
     sizes = {len(o) for per in outcomes.values() for o in per.values()}
@@ -509,8 +528,14 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
             entry["delta_vs_cocoda"], entry["delta_ci95"] = delta.point, delta.ci
             entry["per_depth_delta"] = stats.per_depth_delta(outcomes[a.name], outcomes[REFERENCE], depths, seeds,
                                                              b=b, seed=boot_seed)
+        if structures and stats.per_group(outcomes[a.name], structures):
+            entry["per_structure"] = stats.per_group(outcomes[a.name], structures)
+            if REFERENCE in outcomes:
+                entry["per_structure_delta"] = stats.per_group_delta(outcomes[a.name], outcomes[REFERENCE],
+                                                                     structures, seeds, b=b, seed=boot_seed)
         out_arms[a.name] = entry
     return {"seeds": list(seeds), "n_test": int(n_test), "arms": out_arms, "wall_s": float(wall_s)}
 
 
-__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "run_study", "summarize", "task_depths"]
+__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "run_study", "summarize", "task_depths",
+           "task_structures"]

@@ -178,5 +178,35 @@ def per_depth_delta(arm: Outcomes, reference: Outcomes, depths: Mapping[Any, Map
     return out
 
 
+def per_group(outcomes: Outcomes, groups: Mapping[Any, Mapping[str, str]]) -> dict[str, float]:
+    """The accuracy per task group (e.g. ``seen``/``unseen`` structure), pooled over seeds.
+    ``groups``: seed -> task id -> label; tasks without a label are left out."""
+    hits: dict[str, list[float]] = {}
+    for s, tasks in outcomes.items():
+        labels = groups.get(s, {})
+        for t, o in tasks.items():
+            if labels.get(t) is not None:
+                hits.setdefault(str(labels[t]), []).append(float(o))
+    return {g: float(np.mean(v)) for g, v in sorted(hits.items())}
+
+
+def per_group_delta(arm: Outcomes, reference: Outcomes, groups: Mapping[Any, Mapping[str, str]],
+                    seeds: Sequence[Any] | None = None, *, b: int = DEFAULT_B, seed: int = 0,
+                    level: float = DEFAULT_LEVEL) -> dict[str, dict[str, Any]]:
+    """:func:`per_depth_delta` over any task labels: the paired delta on each group's tasks."""
+    order = _ordered(arm, seeds if seeds is not None else list(reference))
+    out: dict[str, dict[str, Any]] = {}
+    for g in sorted({str(v) for s in order for v in groups.get(s, {}).values() if v is not None}):
+        pairs = {(s, t) for s in order for t, v in groups.get(s, {}).items() if str(v) == g and t in arm[s]}
+        keep = [s for s in order if any(p[0] == s for p in pairs)]
+        if not keep:  # the labels name none of the arm's tasks
+            continue
+        sub_a = {s: {t: arm[s][t] for t in arm[s] if (s, t) in pairs} for s in keep}
+        sub_r = {s: {t: reference[s][t] for t in reference[s] if (s, t) in pairs} for s in keep}
+        est = paired_delta(sub_a, sub_r, keep, b=b, seed=seed, level=level)
+        out[g] = {"delta": est.point, "ci95": list(est.ci), "n": len(pairs)}
+    return out
+
+
 __all__ = ["DEFAULT_B", "DEFAULT_LEVEL", "Estimate", "Outcomes", "accuracy_ci", "bootstrap_mean", "distinguishable",
-           "paired_delta", "paired_differences", "per_depth", "per_depth_delta", "verdict"]
+           "paired_delta", "paired_differences", "per_depth", "per_depth_delta", "per_group", "per_group_delta", "verdict"]

@@ -83,6 +83,24 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
                 cells.append("—" if e is None else
                              f"{_signed(e['delta'])} {_signed_interval(e['ci95'])} (n {e['n']})")
             lines.append("| " + " | ".join([f"`{name}`"] + cells) + " |")
+    groups = sorted({g for a in study["arms"].values() for g in (a.get("per_structure") or {})})
+    if groups:
+        lines += ["", "## Seen and unseen structure", "",
+                  "Test tasks whose structure a demonstration showed (seen) or none did (unseen): accuracy, and the "
+                  f"paired delta vs `{reference}` on those tasks (n: (seed, task) pairs).", ""]
+        header = ["arm"] + [f"{g}" for g in groups] + [f"delta {g}" for g in groups]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] * len(header)) + "|")
+        for name, a in study["arms"].items():
+            if not a.get("available") or not a.get("per_structure"):
+                continue
+            accs = [_num(a["per_structure"].get(g)) for g in groups]
+            deltas = []
+            for g in groups:
+                e = (a.get("per_structure_delta") or {}).get(g)
+                deltas.append("—" if e is None or name == reference else
+                              f"{_signed(e['delta'])} {_signed_interval(e['ci95'])} (n {e['n']})")
+            lines.append("| " + " | ".join([f"`{name}`"] + accs + deltas) + " |")
     if unavailable:
         lines += ["", "## Unavailable arms", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in unavailable]

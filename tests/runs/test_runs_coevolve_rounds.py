@@ -133,3 +133,14 @@ def test_a_round_refactors_the_stored_demonstrations_without_playing_them_again(
     assert report["per_round"][1]["stage_s"]["refactor_and_refresh"] > 0
     assert checked and checked[0][0] >= 3 and checked[0][1], checked  # round 1 inserted a composite
     assert played == [config.sft.n_demos, 3]  # stage 2: every stored demonstration; round 1: the refresh sample
+
+
+def test_a_rounds_successes_on_undemonstrated_tasks_join_the_stored_demonstrations():
+    """``coevolve.keep_successes``: the first solved program of each task without a stored demonstration,
+    in order; a task already demonstrated keeps its own."""
+    stored = (("t1", "answer = a(n0)\n"),)
+    successes = [SimpleNamespace(task_id=i, program=p) for i, p in
+                 (("t1", "answer = b(n0)\n"), ("t2", "answer = c(n0)\n"), ("t3", "answer = d(n0)\n"),
+                  ("t2", "answer = e(n0)\n"))]
+    assert coevolve._new_demonstrations(stored, successes) == (("t2", "answer = c(n0)\n"), ("t3", "answer = d(n0)\n"))
+    assert coevolve._new_demonstrations(stored, []) == ()

@@ -122,3 +122,14 @@ def test_per_depth_delta_finds_the_depth_where_arms_differ():
     assert per["1"] == {"delta": 0.0, "ci95": [0.0, 0.0], "n": 400}
     assert per["2"]["n"] == 400 and per["2"]["ci95"][0] > 0.3
     assert abs(per["2"]["delta"] - np.mean([1 - ref[s][t] for s in seeds for t in ref[s] if depths[s][t] == 2])) < 1e-12
+
+
+def test_per_group_pools_seeds_and_its_delta_is_paired_on_the_groups_tasks():
+    from cocoda_jax.study import stats as S
+    arm = {1: {"a": 1, "b": 0, "c": 1}, 2: {"a": 1, "b": 1, "c": 0}}
+    ref = {1: {"a": 0, "b": 0, "c": 1}, 2: {"a": 0, "b": 1, "c": 0}}
+    groups = {1: {"a": "unseen", "b": "seen", "c": "seen"}, 2: {"a": "unseen", "b": "seen"}}
+    assert S.per_group(arm, groups) == {"seen": 2 / 3, "unseen": 1.0}
+    d = S.per_group_delta(arm, ref, groups, [1, 2], b=200)
+    assert d["unseen"]["delta"] == 1.0 and d["unseen"]["n"] == 2
+    assert d["seen"]["delta"] == 0.0 and d["seen"]["n"] == 3

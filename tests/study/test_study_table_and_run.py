@@ -100,7 +100,7 @@ def test_markdown_rows_and_verdicts(tmp_path):
 def test_study_config_presets():
     d, s = study_config.get_config(), study_config.get_config("smoke")
     assert d.preset == "default" and d.run.domain.n_test == 1000 and tuple(d.seeds) == (13, 42, 2026)
-    assert len(d.arms) == 10
+    assert len(d.arms) == 11
     assert tuple(s.arms) == ("cocoda", "frozen_library") and len(s.seeds) == 1 and s.run.domain.n_test <= 16
     with pytest.raises(ValueError):
         study_config.get_config("nope")
