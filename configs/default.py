@@ -65,7 +65,7 @@ def get_config() -> ml_collections.ConfigDict:
     # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget). advantage /
     # loss: a variant registered in cocoda_jax.rl.grpo ("grpo"; "dr_grpo" = Dr. GRPO's unbiased form).
     c.grpo = ml_collections.ConfigDict(dict(
-        iterations=30, iterations_per_round=10, tasks_per_iteration=12, group_size=8, learning_rate=2e-4,
+        iterations=30, iterations_per_round=10, tasks_per_iteration=12, group_size=8, learning_rate=5e-5,
         epsilon=0.2, epsilon_high=0.28, beta=0.0, aggregation="token_mean", normalize_std=True,
         micro_batches=1, mask_uniform_groups=True, ppo_epochs=2, eval_every=10,
         advantage="grpo_gar", loss="grpo", schedule="cosine", warmup_steps=2))
