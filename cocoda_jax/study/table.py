@@ -189,16 +189,17 @@ def plot_val_rounds(curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
 def plot_val_depth_rounds(curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], path: str | Path
                           ) -> Path | None:
     """Validation accuracy per round, one panel per task depth, one line per arm (mean over seeds),
-    from the records' ``val_per_category`` (``depth_<d>``); None when no record has it."""
-    table_: dict[str, dict[int, dict[int, list[float]]]] = {}
+    from the records' ``val_per_category`` (``depth_<d>``, and ``depth_<d>_unseen`` in its own panel);
+    None when no record has it."""
+    table_: dict[str, dict[str, dict[int, list[float]]]] = {}
     for name, runs in curves.items():
         for records in runs:
             for r in records:
                 for cat, v in (r.get("val_per_category") or {}).items():
-                    if cat.startswith("depth_"):
-                        table_.setdefault(name, {}).setdefault(int(cat[6:]), {}).setdefault(
+                    if cat.startswith("depth_") and cat[6:].split("_")[0].isdigit():
+                        table_.setdefault(name, {}).setdefault(cat[6:], {}).setdefault(
                             int(r["round"]), []).append(float(v["accuracy"]))
-    depths = sorted({d for per in table_.values() for d in per})
+    depths = sorted({d for per in table_.values() for d in per}, key=lambda d: (int(d.split("_")[0]), d))
     if not depths:
         return None
     plt = _plt()
@@ -208,7 +209,7 @@ def plot_val_depth_rounds(curves: Mapping[str, Sequence[Sequence[Mapping[str, An
             if d in per:
                 rounds = sorted(per[d])
                 ax.plot(rounds, [np.mean(per[d][r]) for r in rounds], marker="o", label=name)
-        ax.set_title(f"depth {d}", fontsize=9)
+        ax.set_title(f"depth {d.replace('_', ' ')}", fontsize=9)
         ax.set_xlabel("round")
         ax.set_ylim(0, 1)
     axes[0][0].set_ylabel("validation accuracy")

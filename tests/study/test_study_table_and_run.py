@@ -21,7 +21,9 @@ def _fake_runner(calls):
                                     for i in range(config.domain.n_test)},
                   "per_round": [{"round": r, "val_accuracy": 0.1 * r,
                                  "val_per_category": {"depth_1": {"n": 2, "accuracy": 0.2 * r},
-                                                      "depth_2": {"n": 2, "accuracy": 0.0}}} for r in range(3)]}
+                                                      "depth_2": {"n": 2, "accuracy": 0.0},
+                                                      "depth_2_unseen": {"n": 1, "accuracy": 0.0}}}
+                                for r in range(3)]}
         report["test_accuracy"] = float(np.mean(list(report["test_outcomes"].values())))
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "report.json").write_text(json.dumps(report))
