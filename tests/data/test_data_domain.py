@@ -78,7 +78,7 @@ def test_an_unknown_domain_name_is_a_config_error_listing_the_registered_ones():
     with pytest.raises(C.ConfigError, match="not a registered domain"):
         C.sandbox_for(c)
     c.domain.name = "gsm8k"  # a benchmark domain refuses the synthetic domain's keys, naming its own
-    with pytest.raises(C.ConfigError, match=r"unknown keys \['grow_library_to', 'heldout', 'max_depth'\].*data_dir"):
+    with pytest.raises(C.ConfigError, match=r"unknown keys \['demos', 'grow_library_to', 'heldout', 'max_depth', 'n_dev'\].*data_dir"):
         C.build_domain(c, sandbox=None)
 
 
@@ -91,7 +91,7 @@ def test_a_domain_module_that_does_not_import_is_a_config_error():
 
 def test_synthetic_math_builds_as_before(sandbox):
     c = _config()
-    c.domain.update(dict(n_train=5, n_val=3, n_test=2, max_depth=2))
+    c.domain.update(dict(n_train=5, n_val=3, n_test=2, max_depth=2, demos="all"))
     dom = C.build_domain(c, sandbox)
     assert dom.name == "synthetic_math" and isinstance(dom.spec, sm.SyntheticMath)
     assert dom.categories(dom.train[1]) == f"depth_{dom.train[1].depth}" and dom.barrier_tools is None

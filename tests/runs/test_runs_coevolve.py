@@ -126,8 +126,11 @@ def test_the_direct_baseline_states_answers_in_one_step(tmp_path):
     assert library.names() == (direct_answer.TOOL_NAME,)
     assert report["library"]["composites"] == 0 and report["frozen_library"] is True
     assert set(report["test_outcomes"].values()) <= {0, 1} and len(report["test_outcomes"]) == config.domain.n_test
-    # every training task's gold answer, stated in one step, was played and verified as an SFT demonstration
-    assert report["warm"]["demos"] == min(config.domain.n_train, config.sft.n_demos)
+    # every demonstrated training task's gold answer, stated in one step, was played and verified as an SFT
+    # demonstration (the faithful setting: the answer-only tasks are GRPO's)
+    shown = coevolve.common.build_domain(config, None).demonstrations
+    assert 0 < len(shown) < config.domain.n_train
+    assert report["warm"]["demos"] == min(len(shown), config.sft.n_demos)
     assert report["warm"]["rounds"] == []
 
 

@@ -63,7 +63,7 @@ def rehearsal_config(data_dir, hf_dir, base_url):
     c.grpo.update(dict(iterations=2, iterations_per_round=1, tasks_per_iteration=2, group_size=2, eval_every=2,
                        micro_batches=1))
     c.checkpoint.update(dict(every_sft_steps=2, every_iterations=1))
-    c.coevolve.update(dict(rounds=1, refresh_sft_steps=1, refresh_demos=8))
+    c.coevolve.update(dict(rounds=1, refresh_sft_steps=1, refresh_demos=8, probation_iterations=0))
     c.rods.n_seeds = 8
     c.rods.thresholds.update(dict(synth_per_epoch=1, burn_in_epochs=0, hard=0.0))
     c.sandbox.workers = 2
