@@ -1,5 +1,5 @@
 """The embedded default of the main job (``launch/coevolve.py``): the tiny planner on synthetic math,
-on the CPU, in minutes (budget: 15 minutes on 2 cores, measured in the README).
+on the CPU, in minutes (6 min 58 s on 2 idle cores, docs/experiments.md section M).
 
 Every knob of the run lives here; ``--config.section.key=value`` overrides one from the command line
 (ml_collections refuses keys that do not exist). The real-scale configs import this one and change
@@ -16,6 +16,8 @@ def get_config() -> ml_collections.ConfigDict:
     # The domain (module: a module to import first, so a domain defined outside this package can register
     # itself; see docs/domains.md). heldout="instances": validation/test are unseen instances in the training wording;
     # "wording": the generator's held-out templates and entities (a much harder transfer test).
+    # demos="seen_pairs": programs only for the demonstrated motif pairs, the rest answer-only (the faithful
+    # setting, docs/design.md); n_dev: held-out tasks no decision reads, scored after every round.
     c.domain = ml_collections.ConfigDict(dict(
         name="synthetic_math", seed=0, max_depth=2, n_train=2000, n_val=128, n_test=128, heldout="instances",
         data_dir="", grow_library_to=0, module="", demos="seen_pairs", n_dev=128))
@@ -53,7 +55,7 @@ def get_config() -> ml_collections.ConfigDict:
         mode="cascade", k=8, card_style="bare", l1_max_cost=3.0, l2_shortlist=12, l2_keep=16, neighbours=10,
         usage_weight=20.0, with_children=False))
 
-    # R = R_res + lam * sum Phi (PAPERS.md A.4), with the documented options.
+    # R = R_res + lam * sum Phi (docs/papers.md, A.4), with the documented options.
     c.reward = ml_collections.ConfigDict(dict(
         name="dag", lam=0.2, credit_requires_success=True, credit_cap=None, normalize_by_calls=False,
         malformed_penalty=0.0, ill_typed_penalty=0.0))
@@ -62,8 +64,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.sft = ml_collections.ConfigDict(dict(
         steps=200, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=2000))
 
-    # GRPO (PAPERS.md A.6 defaults, except beta=0: no reference forward on the CPU budget). advantage /
-    # loss: a variant registered in cocoda_jax.rl.grpo ("grpo"; "dr_grpo" = Dr. GRPO's unbiased form).
+    # GRPO (beta=0: no reference forward on the CPU budget). advantage / loss: a variant registered in
+    # cocoda_jax.rl.grpo ("grpo_gar": the composite credit kept in reward units, docs/reward.md; "grpo";
+    # "dr_grpo" = Dr. GRPO's unbiased form). lr 5e-5 was chosen on seed 0's dev split (docs/experiments.md
+    # section M: 1e-4 and 2e-4 lost dev accuracy over the rounds).
     c.grpo = ml_collections.ConfigDict(dict(
         iterations=30, iterations_per_round=10, tasks_per_iteration=12, group_size=8, learning_rate=5e-5,
         epsilon=0.2, epsilon_high=0.28, beta=0.0, aggregation="token_mean", normalize_std=True,
