@@ -1,4 +1,4 @@
-r"""The study of issue 13: every available arm x seed as one co-evolution run, then accuracy with
+r"""The study: every available arm x seed as one co-evolution run, then accuracy with
 95% bootstrap intervals, paired deltas against cocoda, accuracy per depth (docs/study.md).
 
     python -m launch.study --workdir=/tmp/study                       # configs/study.py, preset default

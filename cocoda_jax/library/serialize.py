@@ -24,7 +24,7 @@ Loading trusts nothing it cannot check cheaply:
   the sandbox's rules, call types, conditions, examples binding the parameters): re-derived from
   the source for every tool whose digest is missing (a ``/1`` file) or does not match (a hand edit,
   a corrupt byte), and for all tools with ``rederive=True``. A tool whose digest matches is taken
-  as written: parsing 100,000 sources is what made a load take minutes (issue 16).
+  as written: parsing 100,000 sources is what made a load take minutes.
 
 So a hand edit cannot make the file claim an edge, a depth or an id the code does not have unless
 the editor also recomputes the digest on purpose; the digest is a checksum, not a signature. Load

@@ -1,4 +1,4 @@
-"""Reinforcement learning of the planner: rollouts, rewards and GRPO math (issue 6).
+"""Reinforcement learning of the planner: rollouts, rewards and GRPO math.
 
 * :mod:`cocoda_jax.rl.actions` — the action format (one restricted assignment per step), its pure
   static checker against a LibrarySnapshot, the sandboxed step runner and the observation text.

@@ -1,4 +1,4 @@
-"""Every RODS threshold in one frozen, self-validating config (PAPERS.md Part B.2 for the defaults)."""
+"""Every RODS threshold in one frozen, self-validating config (docs/papers.md Part B.2 for the defaults)."""
 
 from __future__ import annotations
 

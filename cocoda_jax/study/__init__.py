@@ -1,4 +1,4 @@
-"""The study of issue 13: every arm (an ablation or baseline of the main job) x seeds, with
+"""The study: every arm (an ablation or baseline of the main job) x seeds, with
 bootstrap confidence intervals over seeds and test tasks (docs/study.md).
 
 ``arms``: the registry of arms (config overrides, or why an arm cannot run yet); ``stats``: pure

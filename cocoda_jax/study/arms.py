@@ -123,7 +123,7 @@ def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:
 
 
 def names() -> tuple[str, ...]:
-    """The arms the study's presets run (issue 13's list)."""
+    """The arms the study's presets run (every arm not marked diagnostic)."""
     return tuple(a.name for a in ARMS if a.in_presets)
 
 

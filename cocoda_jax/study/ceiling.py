@@ -1,7 +1,7 @@
 """The turn-limit ceiling: the share of held-out tasks a perfect planner could solve within
 ``rollout.max_steps`` turns with the primitives alone, and with stage 1's warm library.
 
-Where composition must matter (issue 13 item 3) is where the first is low and the second high: a
+Where composition must matter is where the first is low and the second high: a
 task whose gold program needs more calls than the turn limit allows is unsolvable from primitives
 however good the planner, and solvable once composites shorten it. This measures that bound on the
 real split, with stage 1 exactly as the main job runs it (the symbolic abstractor over the training

@@ -144,16 +144,19 @@ def verdict(ci: Sequence[float] | None) -> str:
     return "better" if ci[0] > 0 else "worse"
 
 
+def _labels(depths: Mapping[Any, Mapping[str, int]]) -> dict[Any, dict[str, str]]:
+    """Depths as group labels (``"3"``); tasks without a depth are left out."""
+    return {s: {t: str(int(d)) for t, d in per.items() if d is not None} for s, per in depths.items()}
+
+
+def _by_depth(out: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+
 def per_depth(outcomes: Outcomes, depths: Mapping[Any, Mapping[str, int]]) -> dict[str, float]:
     """The accuracy per task depth, pooled over seeds: ``{"1": acc, "2": acc, ...}`` (string keys,
     as in JSON). ``depths``: seed -> task id -> depth; tasks without a depth are left out."""
-    hits: dict[int, list[float]] = {}
-    for s, tasks in outcomes.items():
-        seed_depths = depths.get(s, {})
-        for t, o in tasks.items():
-            if t in seed_depths and seed_depths[t] is not None:
-                hits.setdefault(int(seed_depths[t]), []).append(float(o))
-    return {str(d): float(np.mean(v)) for d, v in sorted(hits.items())}
+    return _by_depth(per_group(outcomes, _labels(depths)))
 
 
 def per_depth_delta(arm: Outcomes, reference: Outcomes, depths: Mapping[Any, Mapping[str, int]],
@@ -162,20 +165,7 @@ def per_depth_delta(arm: Outcomes, reference: Outcomes, depths: Mapping[Any, Map
     """The paired delta ``arm - reference`` restricted to the tasks of each depth (the same
     seeds-then-tasks bootstrap): ``{"3": {"delta": d, "ci95": [lo, hi], "n": tasks}, ...}``. Where
     composition decides whether a task is solvable is a depth; a pooled delta can hide it."""
-    order = _ordered(arm, seeds if seeds is not None else list(reference))
-    by_depth: dict[int, set[tuple[Any, str]]] = {}
-    for s in order:
-        for t, d in depths.get(s, {}).items():
-            if d is not None and t in arm[s]:
-                by_depth.setdefault(int(d), set()).add((s, t))
-    out: dict[str, dict[str, Any]] = {}
-    for d, pairs in sorted(by_depth.items()):
-        keep = [s for s in order if any(p[0] == s for p in pairs)]
-        sub_a = {s: {t: arm[s][t] for t in arm[s] if (s, t) in pairs} for s in keep}
-        sub_r = {s: {t: reference[s][t] for t in reference[s] if (s, t) in pairs} for s in keep}
-        est = paired_delta(sub_a, sub_r, keep, b=b, seed=seed, level=level)
-        out[str(d)] = {"delta": est.point, "ci95": list(est.ci), "n": len(pairs)}
-    return out
+    return _by_depth(per_group_delta(arm, reference, _labels(depths), seeds, b=b, seed=seed, level=level))
 
 
 def per_group(outcomes: Outcomes, groups: Mapping[Any, Mapping[str, str]]) -> dict[str, float]:
@@ -193,7 +183,8 @@ def per_group(outcomes: Outcomes, groups: Mapping[Any, Mapping[str, str]]) -> di
 def per_group_delta(arm: Outcomes, reference: Outcomes, groups: Mapping[Any, Mapping[str, str]],
                     seeds: Sequence[Any] | None = None, *, b: int = DEFAULT_B, seed: int = 0,
                     level: float = DEFAULT_LEVEL) -> dict[str, dict[str, Any]]:
-    """:func:`per_depth_delta` over any task labels: the paired delta on each group's tasks."""
+    """The paired delta ``arm - reference`` on each group's tasks (the seeds-then-tasks bootstrap):
+    ``{label: {"delta": d, "ci95": [lo, hi], "n": (seed, task) pairs}}``."""
     order = _ordered(arm, seeds if seeds is not None else list(reference))
     out: dict[str, dict[str, Any]] = {}
     for g in sorted({str(v) for s in order for v in groups.get(s, {}).values() if v is not None}):

@@ -47,7 +47,7 @@ COMPOSITES = {
 
 CORPUS = {**PRIMITIVES, **COMPOSITES}
 
-# (depth, children, flat) of every corpus tool: the expected values of PAPERS.md §A.2.
+# (depth, children, flat) of every corpus tool: the expected values of docs/papers.md §A.2.
 EXPECTED = {
     "add": (0, (), 1), "sub": (0, (), 1), "mul": (0, (), 1), "div": (0, (), 1),
     "square": (1, ("mul",), 1),

@@ -1,4 +1,4 @@
-"""LibrarySnapshot: the DAG facts of PAPERS.md §A.2, immutability, removal, and the static INSERTTOOL checks."""
+"""LibrarySnapshot: the DAG facts of docs/papers.md §A.2, immutability, removal, and the static INSERTTOOL checks."""
 
 import copy
 import dataclasses

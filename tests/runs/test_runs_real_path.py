@@ -1,4 +1,4 @@
-"""The real-scale path rehearsed on the CPU (issue 15, item 4): a tiny random Qwen3 written in Hugging
+"""The real-scale path rehearsed on the CPU (stage 0 to 3 and a resume): a tiny random Qwen3 written in Hugging
 Face format here (transformers ``Qwen3Config`` + ``save_pretrained``, a BPE trained here as its
 tokenizer), GSM8K-format files written here, and ``configs/qwen3_0p6b_gsm8k.py`` itself, shrunk on
 the command-line keys only (sizes, budgets, the mesh to 2 fake devices), run through stage 0 (a
