@@ -7,7 +7,7 @@ setup(
     version="0.1.0",
     description="CoCoDA tool-library co-evolution with the RODS curriculum, in JAX.",
     python_requires=">=3.11",
-    packages=find_packages(include=["cocoda_jax", "cocoda_jax.*", "launch", "configs", "third_party", "third_party.*"]),
+    packages=find_packages(include=["cocoda_jax", "cocoda_jax.*", "launch", "launch.*", "configs", "third_party", "third_party.*"]),
     install_requires=[
         "jax>=0.7,<0.13",
         "jaxlib>=0.7,<0.13",
@@ -44,7 +44,7 @@ setup(
             "openai>=1.0,<4",  # the official client: tests of launch/serve.py's OpenAI-compatible API
             "torch==2.13.0",
         ],
-        # launch/bench_grpo.py's peer (TRL's GRPOTrainer; it calls TRL's private _compute_loss, so the
+        # launch/bench/grpo.py's peer (TRL's GRPOTrainer; it calls TRL's private _compute_loss, so the
         # minor version is pinned). google-tunix 0.1.7, the other peer, is not listed: it requires
         # safetensors<0.8 and the transformers 5.24 here >=0.8: pip would downgrade transformers (5.12).
         # Beside this project it installs with `pip install --no-deps google-tunix==0.1.7 google-metrax

@@ -49,7 +49,7 @@ def get_config() -> ml_collections.ConfigDict:
     # retrieval cascade per question (k cards; L2 adds the usage votes of the `neighbours` most similar
     # solved training questions), "full" = the whole library (the -TDR ablation), "none" = no cards.
     # "bare" cards are names alone: the tiny planner's context cannot afford more. usage_weight=20 was
-    # chosen on validation questions (launch/bench_retrieval.py --domain: 10 loses recall once
+    # chosen on validation questions (launch/bench/retrieval.py --domain: 10 loses recall once
     # distractors join the library, 20 and 40 do not).
     c.retrieval = ml_collections.ConfigDict(dict(
         mode="cascade", k=8, card_style="bare", l1_max_cost=3.0, l2_shortlist=12, l2_keep=16, neighbours=10,

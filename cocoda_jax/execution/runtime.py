@@ -158,7 +158,7 @@ class _Library:
     another with a ``nonlocal`` counter), caches (``@functools.lru_cache`` handing one mutable result
     to every program), iterators and generators (``c=itertools.count()``; a generator cannot even be
     copied). Defining the tools again resets all of them, at the cost of one ``exec`` of the compiled
-    code per run: about 2-4 us for the eight tools of ``launch/bench_executor.py``, against 40-60 us
+    code per run: about 2-4 us for the eight tools of ``launch/bench/executor.py``, against 40-60 us
     for the rest of a run inside the worker and about 0.6 ms for a sandbox round trip; that
     benchmark's throughput did not move beyond its run-to-run noise.
     """

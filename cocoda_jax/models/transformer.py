@@ -124,7 +124,7 @@ class KVCache:
     """Fixed-size KV cache. k, v: a tuple of one [b, k, s, e] buffer per layer (the unrolled decode
     updates each in place), or, ``stacked``, one [l, b, k, s, e] buffer (what a scanned decode carries
     whole, writing only the new tokens' slots; per-layer buffers are faster for the unrolled decode,
-    measured by ``launch.bench_sampler``). The [b, k, s, e] layout of a layer makes both attention
+    measured by ``launch.bench.sampler``). The [b, k, s, e] layout of a layer makes both attention
     matmuls plain batched matmuls over (b, k), with no per-step transpose of the cache; valid: [b, s]
     (slot holds a real token); end: int32 scalar, the next slot to write (shared by the batch: rows
     are aligned)."""

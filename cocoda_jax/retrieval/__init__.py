@@ -11,7 +11,7 @@ Quick tour::
 
 What an LM reads at each stage is defined once in :mod:`.tokens`; the cascade's stages in
 :mod:`.cascade`; the baselines in :mod:`.baselines`; synthetic benchmark libraries in
-:mod:`.synthetic_library` (``launch/bench_retrieval.py`` measures).
+:mod:`.synthetic_library` (``launch/bench/retrieval.py`` measures).
 """
 
 from cocoda_jax.retrieval.baselines import TextTree, flat, flat_summaries, text_hier

@@ -3,7 +3,7 @@
 A tool's L2 record (name + description) is written in the library's words ("Subtract b from a"),
 a word problem in the task's ("reserves $180 and converts what is left"): a text ranker over
 descriptions alone finds all of a question's gold tools for only a few percent of the synthetic-math
-validation questions (``launch/bench_retrieval.py --domain=synthetic_math``). The library has better
+validation questions (``launch/bench/retrieval.py --domain=synthetic_math``). The library has better
 evidence of what a tool is for: the solved training questions whose programs call it. This module
 indexes those questions (BM25, bm25s) and turns a query into one vote per tool: the share of the
 query's ``neighbours`` most similar solved questions (weighted by their BM25 score) whose program

@@ -222,7 +222,7 @@ def test_throughput_sanity_many_small_programs(sandbox, tools):
     elapsed = time.monotonic() - start
     assert [r.value for r in results] == [2 * (i + 1) for i in range(1000)]
     assert all(r.calls == ("add", "mul") for r in results)
-    assert elapsed > 0  # the rate itself is measured by launch/bench_executor.py
+    assert elapsed > 0  # the rate itself is measured by launch/bench/executor.py
 
 
 def test_results_are_well_formed_records():

@@ -1,6 +1,6 @@
-"""launch/bench_library_load.py on a small library: the load round-trips and the profile names the loader."""
+"""launch/bench/library_load.py on a small library: the load round-trips and the profile names the loader."""
 
-from launch import bench_library_load as bench
+from launch.bench import library_load as bench
 
 
 def test_bench_size_loads_and_round_trips():

@@ -1,7 +1,7 @@
-"""launch/bench_depth.py measures what it says at tiny sizes: both modes, every depth, a compile
+"""launch/bench/depth.py measures what it says at tiny sizes: both modes, every depth, a compile
 time and a step time each (no time is asserted)."""
 
-from launch import bench_depth
+from launch.bench import depth as bench_depth
 
 
 def test_the_depth_bench_reports_both_modes_at_every_depth():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from launch import bench_sampler
+from launch.bench import sampler as bench_sampler
 
 
 @pytest.mark.parametrize("scan_layers", [False, True])

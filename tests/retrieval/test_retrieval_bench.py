@@ -6,7 +6,7 @@ from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.retrieval import synthetic_library as sl
 from cocoda_jax.retrieval.tokens import default_counter
 from cocoda_jax.types import parse_type
-from launch import bench_retrieval
+from launch.bench import retrieval as bench_retrieval
 
 
 def test_generated_library_is_valid_deep_and_seeded(synth):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cocoda_jax.rl import grpo as G
-from launch import bench_grpo as B
+from launch.bench import grpo as B
 
 
 def _synthetic(seed=0, groups=2, group_size=4, t=6):

@@ -108,7 +108,7 @@ def _all_found(tasks, snapshot, cfg, usage):
 
 def test_usage_evidence_earns_recall_on_held_out_questions(grown, usage):
     """Descriptions alone rarely name a word problem's tools; the votes of solved training questions
-    do (measured at scale by launch/bench_retrieval.py --domain=synthetic_math)."""
+    do (measured at scale by launch/bench/retrieval.py --domain=synthetic_math)."""
     with_usage = _all_found(HELD_OUT, grown, RetrievalConfig(k=8), usage)
     without = _all_found(HELD_OUT, grown, RetrievalConfig(k=8, usage_weight=0.0), None)
     assert with_usage >= 0.85

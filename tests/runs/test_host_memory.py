@@ -107,9 +107,9 @@ def test_a_wrong_setting_is_refused():
 
 
 def test_a_launcher_started_as_a_module_runs_with_the_tunable(tmp_path):
-    """End to end: ``python -m launch.bench_sampler`` (the cheapest launcher that reports it) says so."""
+    """End to end: ``python -m launch.bench.sampler`` (the cheapest launcher that reports it) says so."""
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", H.ENV)}
-    subprocess.run([sys.executable, "-m", "launch.bench_sampler", "--batch=1", "--prompt_len=4", "--new_tokens=2",
+    subprocess.run([sys.executable, "-m", "launch.bench.sampler", "--batch=1", "--prompt_len=4", "--new_tokens=2",
                     "--repeats=1", f"--json_out={tmp_path / 'out.json'}"],
                    capture_output=True, text=True, timeout=300, env=env, check=True, cwd=Path(__file__).parents[2])
     got = json.loads((tmp_path / "out.json").read_text())["host_malloc"]

@@ -1,6 +1,6 @@
 """Retrieval on BFCL: the cascade against flat BM25 and the text tree, over BFCL's own function docs.
 
-``launch/bench_retrieval.py --domain=bfcl --k=8 [--queries=N] --json_out=F`` runs :func:`run`.
+``launch/bench/retrieval.py --domain=bfcl --k=8 [--queries=N] --json_out=F`` runs :func:`run`.
 
 **Pool.** Every distinct function doc (canonical JSON; :mod:`third_party.benchmarks.bfcl_tools`) of the
 single-turn categories :data:`CATEGORIES` plus the docs of the eight executable multi-turn classes,

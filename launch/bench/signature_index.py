@@ -1,6 +1,6 @@
 r"""Benchmark of the signature index: build time and lookup latency at growing library sizes.
 
-    python -m launch.bench_signature_index [--sizes=1000,10000,100000] [--queries=200] [--limit=10]
+    python -m launch.bench.signature_index [--sizes=1000,10000,100000] [--queries=200] [--limit=10]
 
 For each size it builds a seeded random library (:mod:`cocoda_jax.types.synthetic`), times
 ``SignatureIndex.build``, one incremental ``add`` on the built index, a chain of ``--adds`` adds (each

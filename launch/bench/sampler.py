@@ -5,7 +5,7 @@ the weights are built in PyTorch, saved as an HF directory and loaded here with
 `load_hf_checkpoint`. Greedy decoding, same batch, prompt length and new tokens; both
 peers are warmed up first and then timed in the same process run.
 
-    python -m launch.bench_sampler [--batch=16 --prompt_len=64 --new_tokens=64] [--scan_layers] [--json_out=PATH]
+    python -m launch.bench.sampler [--batch=16 --prompt_len=64 --new_tokens=64] [--scan_layers] [--json_out=PATH]
 
 Prints JSON: jax_tokens_per_s, torch_tokens_per_s, ratio (jax / torch), compile_s (first
 JAX call minus a steady-state call), plus the settings and the fraction of greedy tokens

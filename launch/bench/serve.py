@@ -13,7 +13,7 @@ server starts, at batch 1, 8 and 32: what the server's batching and HTTP cost is
 (``sampler_alone``; ``server_vs_sampler`` = the server's completion tokens/s over the sampler's at
 the batch equal to the concurrency).
 
-    python -m launch.bench_serve [--bench_serve_concurrency=1,8,32 --bench_serve_max_tokens=32]
+    python -m launch.bench.serve [--bench_serve_concurrency=1,8,32 --bench_serve_max_tokens=32]
         [--bench_serve_json_out=F]
 
 Prints JSON: per level requests/s, completion tokens/s, latency p50/p95 and the server's batches

@@ -1,6 +1,6 @@
 r"""Throughput of the sandboxed executor against a fresh ``python -c`` per program; prints JSON.
 
-    python -m launch.bench_executor [--programs 4000] [--workers 2] [--peer-programs 40]
+    python -m launch.bench.executor [--programs=4000] [--workers=2] [--peer_programs=40]
 
 Both sides run the same programs against the same tools with the same parallelism (``--workers``
 concurrent subprocesses for the peer), and their answers are compared. The sandbox side is measured
@@ -9,9 +9,7 @@ on a started pool (start-up is reported separately): batched ``run_many``, and o
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
-import json
 import os
 import platform
 import random
@@ -20,7 +18,10 @@ import subprocess
 import sys
 import time
 
+from absl import app, flags
+
 from cocoda_jax.execution import Sandbox
+from launch.output import emit_json
 
 TOOLS = (
     "def add(a: float, b: float) -> float:\n    return a + b\n",
@@ -57,18 +58,19 @@ def peer_run(program: str) -> str:
     return done.stdout.strip()
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", type=int, default=4000, help="programs for the batched sandbox run")
-    parser.add_argument("--single-programs", type=int, default=500, help="programs run one sb.run at a time")
-    parser.add_argument("--peer-programs", type=int, default=40, help="programs for the python -c peer")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+_PROGRAMS = flags.DEFINE_integer("programs", 4000, "Programs for the batched sandbox run.")
+_SINGLE_PROGRAMS = flags.DEFINE_integer("single_programs", 500, "Programs run one sb.run at a time.")
+_PEER_PROGRAMS = flags.DEFINE_integer("peer_programs", 40, "Programs for the python -c peer.")
+_WORKERS = flags.DEFINE_integer("workers", 2, "Sandbox workers (and the peer's parallelism).")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the generated programs.")
+_JSON_OUT = flags.DEFINE_string("json_out", None, "Also write the JSON here.")
 
-    programs = make_programs(args.programs, args.seed)
+
+def run(programs_n: int, single_n: int, peer_n: int, workers: int, seed: int) -> dict:
+    """Times the sandbox batched and one run at a time, and the fresh-interpreter peer."""
+    programs = make_programs(programs_n, seed)
     t0 = time.perf_counter()
-    with Sandbox(workers=args.workers, timeout_s=30.0) as sb:
+    with Sandbox(workers=workers, timeout_s=30.0) as sb:
         start_s = time.perf_counter() - t0
         sb.run_many(programs[:8], TOOLS)  # warm: each worker compiles the library once
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
         if failed:
             raise SystemExit(f"{len(failed)} sandbox runs failed, e.g. {failed[0]}")
 
-        single = programs[:args.single_programs]
+        single = programs[:single_n]
         latencies = []
         for program in single:
             t1 = time.perf_counter()
@@ -87,9 +89,9 @@ def main(argv: list[str] | None = None) -> dict:
             latencies.append(time.perf_counter() - t1)
         containment = dict(sb.containment)
 
-    peer_programs = programs[:args.peer_programs]
+    peer_programs = programs[:peer_n]
     t0 = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         peer_answers = list(pool.map(peer_run, peer_programs))
     peer_s = time.perf_counter() - t0
     mismatches = sum(answer != repr(r.value) for answer, r in zip(peer_answers, results))
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "benchmark": "executor",
         "programs": len(programs),
-        "workers": args.workers,
+        "workers": workers,
         "sandbox_start_s": round(start_s, 4),
         "sandbox_batched_programs_per_s": round(sandbox_rate, 1),
         "sandbox_single_run_programs_per_s": round(len(single) / sum(latencies), 1),
@@ -114,9 +116,14 @@ def main(argv: list[str] | None = None) -> dict:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
-    print(json.dumps(report, indent=2))
     return report
 
 
+def main(argv: list[str]) -> None:
+    del argv
+    emit_json(run(_PROGRAMS.value, _SINGLE_PROGRAMS.value, _PEER_PROGRAMS.value, _WORKERS.value, _SEED.value),
+              _JSON_OUT.value)
+
+
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -4,7 +4,7 @@ layers unrolled (one copy of the layer in the program per layer) and as one ``la
 (one array per parameter kind with a leading layer axis), so the optimizer's update is one op per
 kind at any depth; the unrolled forward reads each layer's slice.
 
-    python -m launch.bench_depth [--depth_layers=2,8,28,36 --depth_rows=8 --depth_length=128]
+    python -m launch.bench.depth [--depth_layers=2,8,28,36 --depth_rows=8 --depth_length=128]
                                  [--depth_remat] [--json_out=PATH]
 
 The ``tiny`` preset's width (d_model 128, fp32) at each depth; one GRPO step (the learner's own,

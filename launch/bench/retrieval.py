@@ -4,7 +4,7 @@ Two modes.
 
 **On the questions the planner sees** (``--domain``)::
 
-    python -m launch.bench_retrieval --domain=synthetic_math --split=val --k=8 --queries=128 --json_out=F
+    python -m launch.bench.retrieval --domain=synthetic_math --split=val --k=8 --queries=128 --json_out=F
         [--grow_library_to=1600] [--heldout=wording]
 
 Stage 1 of the main job (the warm library from the default config's 2,000 training programs), its
@@ -21,7 +21,7 @@ names, one per line, the ``bare`` card style), to hold against ``full_bare_list_
 
 **On BFCL's function docs** (``--domain=bfcl``)::
 
-    python -m launch.bench_retrieval --domain=bfcl --k=8 [--queries=N] --json_out=F
+    python -m launch.bench.retrieval --domain=bfcl --k=8 [--queries=N] --json_out=F
 
 The pool is every distinct function doc of BFCL's single-turn categories (simple_python, multiple,
 parallel, parallel_multiple, live_simple, live_multiple) plus the eight executable multi-turn
@@ -33,7 +33,7 @@ half; the schema is the one above plus ``tuning``, ``goals`` and per-method extr
 
 **On synthetic libraries of growing size** (``--sizes``)::
 
-    python -m launch.bench_retrieval --sizes=100,400,1600,6400,25600,102400 --k=8 --queries=200 \
+    python -m launch.bench.retrieval --sizes=100,400,1600,6400,25600,102400 --k=8 --queries=200 \
         --seed=0 --json_out=/tmp/bench_retrieval.json --plot_out=/tmp/bench_retrieval.png
 
 For each size: a synthetic library (``cocoda_jax.retrieval.synthetic_library``, loaded through

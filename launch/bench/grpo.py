@@ -24,7 +24,7 @@ own `GRPOTrainer._compute_loss` (its torch forward on the same initial weights) 
 registered `grpo` policy loss (its forward), and compared with the loss our first `grpo_step`
 reported: `loss_equal_within` is the largest absolute difference.
 
-    python -m launch.bench_grpo [--prompts=4 --group_size=8 --prompt_len=32 --max_new_tokens=32]
+    python -m launch.bench.grpo [--prompts=4 --group_size=8 --prompt_len=32 --max_new_tokens=32]
                                 [--iterations=5 --warmup=1] [--notunix] [--json_out=PATH]
 
 Prints JSON: ours_s_per_iter, trl_s_per_iter, tunix_s_per_iter (null with

@@ -1,6 +1,6 @@
 r"""Benchmark of loading a library JSON: wall and CPU seconds per size, and where the time goes.
 
-    python -m launch.bench_library_load [--load_sizes=1600,6400,25600,102400] [--profile_size=6400]
+    python -m launch.bench.library_load [--load_sizes=1600,6400,25600,102400] [--profile_size=6400]
 
 For each size it writes the seeded synthetic library of :mod:`cocoda_jax.retrieval.synthetic_library`
 (primitives and composites up to depth 8) as JSON and times two loads with ``LibrarySnapshot.from_json``:

@@ -1,6 +1,6 @@
 r"""Generation rate and motif recurrence of the embedded synthetic math domain; prints JSON.
 
-    python -m launch.bench_synthetic_math --tasks=10000 --split=train --seed=0 [--json_out=PATH]
+    python -m launch.bench.synthetic_math --tasks=10000 --split=train --seed=0 [--json_out=PATH]
 """
 
 import json
