@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from cocoda_jax.data.verifiers import default_verify
+
 #: The embedded domains and the modules of this package that define and register them.
 BUILTIN_NAMES = ("synthetic_math", "tables")
 BUILTIN_MODULES = ("cocoda_jax.data.synthetic_math", "cocoda_jax.data.tables")
@@ -101,7 +103,7 @@ class TaskDomain(Protocol):
 
 class DomainBase:
     """Defaults for a :class:`TaskDomain`: a pure domain (no environment, one category, no barrier),
-    no generator, answers checked by value (:func:`cocoda_jax.rl.trajectory.default_verify`), tasks
+    no generator, answers checked by value (:func:`cocoda_jax.data.verifiers.default_verify`), tasks
     that are dataclasses serialised field by field, and the numeric constants of the gold program as
     the stated numbers."""
 
@@ -119,7 +121,6 @@ class DomainBase:
         return None
 
     def verify(self, answer: Any, task: Any) -> float:
-        from cocoda_jax.rl.trajectory import default_verify
         return default_verify(answer, task)
 
     def score(self, task: Any, answer: Any, answered: bool, environment_calls: Any = ()) -> float:

@@ -528,3 +528,9 @@ def _unpair(v: Any) -> Any:
 def _value_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     from cocoda_jax.values import values_equal
     return values_equal(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+def default_verify(answer: Any, task: Any) -> float:
+    """``R_res`` of the embedded domains: 1.0 when the answer equals the task's gold answer."""
+    return 1.0 if answer_equal(answer, task.answer) else 0.0
+

@@ -1,4 +1,8 @@
-"""INSERTTOOL's behavioural checks: examples, pre/post-conditions and duplicate behaviour.
+"""INSERTTOOL's checks: the static rules (they run nothing) and the behavioural checks (examples,
+pre/post-conditions and duplicate behaviour, run in the sandbox).
+
+The static rules take the library as plain mappings (a snapshot's maps, or a bulk load's dicts), so
+the snapshot and the file loader share them without importing each other.
 
 Examples and conditions are untrusted code, so they never run in this process. Each check becomes a
 small straight-line Python program (text) that a *runner* executes against the library's tool
@@ -22,12 +26,15 @@ from __future__ import annotations
 import decimal
 import fractions
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cocoda_jax.library.analysis import CodeFacts, analyse
 from cocoda_jax.library.errors import InsertRejected, Reason
 from cocoda_jax.library.tool import Tool
+from cocoda_jax.library.typecheck import check_calls
+from cocoda_jax.types import TypeSyntaxError, signature_from_ast
 from cocoda_jax.values import values_equal
 
 #: Error kinds of the runner that mean "this code may not run here" rather than "it ran and failed".
@@ -168,3 +175,86 @@ def replay(runner_tool: Tool, example_owner: Tool) -> list[CrossRun]:
 def same_outputs(runs: Sequence[CrossRun], results: Sequence[Any]) -> bool:
     """True when every run succeeded with the expected value (a raise or timeout is a difference)."""
     return all(r.ok and values_equal(r.value, run.expected) for run, r in zip(runs, results, strict=True))
+
+
+# -- the static rules ------------------------------------------------------------------------------
+def identity_checks(tool: Tool, tools: Mapping[str, Tool], ids: Mapping[str, str]) -> None:
+    """INSERTTOOL's first checks: the code and the name are new to the library."""
+    if tool.id in ids:
+        raise InsertRejected(Reason.DUPLICATE_CODE, tool.name,
+                             f"same normalised code (id {tool.id}) as tool {ids[tool.id]!r}")
+    if tool.name in tools:
+        raise InsertRejected(Reason.NAME_CLASH, tool.name,
+                             f"a different tool named {tool.name!r} is already in the library")
+
+
+def depth_check(name: str, calls: tuple[str, ...], depths: Mapping[str, int], max_depth: int) -> int:
+    """The depth ``name`` would have over ``calls``; :class:`InsertRejected` above ``max_depth``."""
+    depth = 1 + max(depths[c] for c in calls) if calls else 0
+    if depth > max_depth:
+        deepest = max(calls, key=lambda c: (depths[c], c))
+        raise InsertRejected(Reason.DEPTH_EXCEEDED, name,
+                             f"its depth would be {depth} (through {deepest!r} at depth {depths[deepest]}),"
+                             f" above the library's bound max_depth={max_depth}")
+    return depth
+
+
+def static_checks(tool: Tool, facts: CodeFacts, tools: Mapping[str, Tool], ids: Mapping[str, str],
+                  depths: Mapping[str, int], max_depth: int) -> tuple[tuple[str, ...], int]:
+    """INSERTTOOL's checks that run nothing, against a library given as plain mappings (a snapshot's
+    maps, or a bulk load's dicts): returns the tool's calls and depth, or raises
+    :class:`InsertRejected` for the first failure, cheapest first (see the module docstring)."""
+    name = tool.name
+    identity_checks(tool, tools, ids)
+    calls = facts.calls
+    if name in calls or name in facts.references:
+        line = next((s.node.lineno for s in facts.call_sites if s.name == name), None)
+        at = f" (line {line})" if line else ""
+        raise InsertRejected(Reason.CYCLE, name, f"it refers to itself{at}; recursion would close a cycle")
+    unknown = [n for n in dict.fromkeys(calls + facts.references) if n not in tools]
+    if unknown:
+        raise InsertRejected(Reason.UNKNOWN_DEPENDENCY, name,
+                             f"it uses {', '.join(map(repr, unknown))}, which "
+                             f"{'is' if len(unknown) == 1 else 'are'} neither a library tool, a local "
+                             f"nor a builtin")
+    if facts.references:
+        raise InsertRejected(Reason.MALFORMED, name,
+                             f"it uses the tool(s) {', '.join(map(repr, facts.references))} as a value; a tool "
+                             f"may only be called by name, so that every call edge is visible in the code")
+    depth = depth_check(name, calls, depths, max_depth)
+    check_calls(facts, tool.signature, tools.__getitem__)
+    return calls, depth
+
+
+def check_sandbox_rules(tool: Tool) -> None:
+    """Refuses code the sandbox would refuse to load: one such tool would make every later run
+    against the library fail, and a tool without examples is otherwise never run at insert time."""
+    from cocoda_jax.execution.guard import check_source  # lazy: the execution package uses this one
+
+    for label, text in (("source", tool.source), *((f"pre[{i}]", c) for i, c in enumerate(tool.pre)),
+                        *((f"post[{i}]", c) for i, c in enumerate(tool.post))):
+        violations = check_source(text, tool=label == "source")
+        if violations:
+            shown = "; ".join(str(v) for v in violations[:5])
+            raise InsertRejected(Reason.MALFORMED, tool.name, f"the sandbox refuses its {label}: {shown}")
+
+
+def validated_facts(tool: Tool) -> CodeFacts:
+    """The code facts of ``tool``, after checking that the record agrees with its own source
+    (a record built by hand, not by ``Tool.from_source``, could claim another name, id or signature)."""
+    facts = analyse(tool.source)
+    problems = []
+    if facts.name != tool.name:
+        problems.append(f"the source defines {facts.name!r}")
+    if facts.code_id != tool.id:
+        problems.append(f"the code's id is {facts.code_id}, the record says {tool.id}")
+    try:
+        sig = signature_from_ast(facts.function, tool.source)
+    except TypeSyntaxError as err:
+        raise InsertRejected(Reason.MALFORMED, tool.name, f"bad signature: {err}") from None
+    if sig != tool.signature:
+        problems.append(f"the annotations say {sig}, the record says {tool.signature}")
+    if problems:
+        raise InsertRejected(Reason.MALFORMED, tool.name,
+                             "the record does not match its source: " + "; ".join(problems))
+    return facts

@@ -35,6 +35,7 @@ digests) load with every fact re-derived.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import hashlib
@@ -42,6 +43,7 @@ import json
 from typing import Any, NamedTuple
 
 from cocoda_jax import values
+from cocoda_jax.library import checks
 from cocoda_jax.library.analysis import CodeFacts, analyse
 from cocoda_jax.library.errors import InsertRejected, LibraryFormatError
 from cocoda_jax.library.graph import depth_and_flat, find_cycle
@@ -165,24 +167,15 @@ def _vouched_tool(entry: dict, where: str) -> Tool:
                 complexity=entry["complexity"], id=entry["id"])
 
 
-def snapshot_from_json(text: str | bytes, runner: Any = None, verify_examples: bool = False,
-                       timeout_s: float | None = None, rederive: bool = False):
-    """Parses and re-checks a library; :class:`LibraryFormatError` names the first problem.
-
-    Every tool's structure is checked; a tool whose digest does not vouch for it (or every tool,
-    with ``rederive``) is rebuilt from its source and re-inserted through INSERTTOOL's static checks
-    (ids, edges from code, known dependencies, acyclicity, depth bound, call types, duplicates);
-    with ``verify_examples`` every tool is, and its examples, specs and duplicate behaviour are
-    re-run through ``runner`` too. Tools may appear in any order; a cycle is reported as a path.
-
-    The cyclic garbage collector is paused while loading: the load allocates millions of
-    long-lived objects (records, ASTs under analysis), and the collector's repeated full passes
-    over them made a 25,600-tool file take twice as long.
-    """
+@contextlib.contextmanager
+def collector_paused():
+    """Pauses the cyclic garbage collector while loading: a load allocates millions of long-lived
+    objects (records, ASTs under analysis), and the collector's repeated full passes over them made
+    a 25,600-tool file take twice as long."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(text, runner, verify_examples, timeout_s, rederive or verify_examples)
+        yield
     finally:
         if was_enabled:
             gc.enable()
@@ -195,11 +188,21 @@ class _Entry(NamedTuple):
     facts: CodeFacts | None  # None: vouched by its digest, not re-derived
 
 
-def _load(text: str | bytes, runner: Any, verify_examples: bool, timeout_s: float | None, rederive: bool):
-    from cocoda_jax.library.snapshot import (  # the snapshot module imports this one lazily
-        LibrarySnapshot, check_sandbox_rules, depth_check, identity_checks, static_checks,
-    )
+class LoadedLibrary(NamedTuple):
+    """A library file read and structurally checked, not yet a snapshot: ``order`` is the insert
+    order (by depth, then name); ``children``, ``depth`` and ``flat`` come from the stored calls."""
+    max_depth: int
+    order: list[str]
+    entries: dict[str, _Entry]
+    children: dict[str, tuple[str, ...]]
+    depth: dict[str, int]
+    flat: dict[str, int]
 
+
+def read_library(text: str | bytes, *, rederive: bool) -> LoadedLibrary:
+    """Parses a library file and checks its structure (keys, value types, unique names, calls to
+    known tools, no cycle); a tool whose digest does not vouch for its entry (every tool, with
+    ``rederive``) has its facts re-derived from its source."""
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
@@ -238,37 +241,34 @@ def _load(text: str | bytes, runner: Any, verify_examples: bool, timeout_s: floa
     depth, flat = depth_and_flat(children)
     order = sorted(entries, key=lambda n: (depth[n], n))
 
-    def stored_facts_agree(e: _Entry, name: str) -> None:
-        for key, value in (("depth", depth[name]), ("flat", flat[name])):
-            _need(_is_int(e.stored[key]) and e.stored[key] == value, e.where,
-                  f"stored {key} {e.stored[key]!r} differs from {value} computed from the code")
+    return LoadedLibrary(max_depth, order, entries, children, depth, flat)
 
-    if verify_examples:  # one INSERTTOOL at a time: the sandbox checks run against the library so far
-        snap = LibrarySnapshot.empty(max_depth=max_depth)
-        for name in order:
-            e = entries[name]
-            try:
-                snap = snap._insert(e.tool, runner=runner, timeout_s=timeout_s, run_checks=True,
-                                    update_index=False, facts=e.facts)
-            except InsertRejected as err:
-                raise LibraryFormatError(e.where, f"{err.reason}: {err.detail}") from None
-            stored_facts_agree(e, name)
-        return snap._with_rebuilt_index()
 
+def check_stored_facts(loaded: LoadedLibrary, name: str) -> None:
+    """The entry's stored depth and flat size equal what its stored calls give."""
+    e = loaded.entries[name]
+    for key, value in (("depth", loaded.depth[name]), ("flat", loaded.flat[name])):
+        _need(_is_int(e.stored[key]) and e.stored[key] == value, e.where,
+              f"stored {key} {e.stored[key]!r} differs from {value} computed from the code")
+
+
+def statically_checked(loaded: LoadedLibrary):
+    """INSERTTOOL's static checks over the file, every tool after the tools it calls, as INSERTTOOL
+    saw them; returns a snapshot's tables ``(tools, children, depth, flat)``."""
     tools: dict[str, Tool] = {}
     ids: dict[str, str] = {}
-    for name in order:  # every tool after the tools it calls, as INSERTTOOL saw them
-        e = entries[name]
+    for name in loaded.order:
+        e = loaded.entries[name]
         try:
             if e.facts is None:
-                identity_checks(e.tool, tools, ids)
-                depth_check(name, children[name], depth, max_depth)
+                checks.identity_checks(e.tool, tools, ids)
+                checks.depth_check(name, loaded.children[name], loaded.depth, loaded.max_depth)
             else:
-                check_sandbox_rules(e.tool)
-                static_checks(e.tool, e.facts, tools, ids, depth, max_depth)
+                checks.check_sandbox_rules(e.tool)
+                checks.static_checks(e.tool, e.facts, tools, ids, loaded.depth, loaded.max_depth)
         except InsertRejected as err:
             raise LibraryFormatError(e.where, f"{err.reason}: {err.detail}") from None
-        stored_facts_agree(e, name)
+        check_stored_facts(loaded, name)
         tools[name] = e.tool
         ids[e.tool.id] = name
-    return LibrarySnapshot._bulk(max_depth, tools, children, depth, flat)
+    return tools, loaded.children, loaded.depth, loaded.flat

@@ -39,14 +39,13 @@ from typing import Any
 
 from pyrsistent import PMap, pmap, pset
 
-from cocoda_jax.library import checks
-from cocoda_jax.library.analysis import CodeFacts, analyse
-from cocoda_jax.library.errors import InsertRejected, Reason, RemoveRefused, UnknownTool
+from cocoda_jax.library import checks, serialize
+from cocoda_jax.library.analysis import CodeFacts
+from cocoda_jax.library.errors import InsertRejected, LibraryFormatError, Reason, RemoveRefused, UnknownTool
 from cocoda_jax.library.graph import reachable
 from cocoda_jax.library.tool import Tool
-from cocoda_jax.library.typecheck import check_calls
 from cocoda_jax.types import (
-    Signature, SignatureIndex, TCon, TVar, Type, TypeSyntaxError, signature_from_ast,
+    Signature, SignatureIndex, TCon, TVar, Type,
 )
 
 DEFAULT_MAX_DEPTH = 8
@@ -123,9 +122,9 @@ class LibrarySnapshot:
         derived (re-deriving them here would parse every source twice)."""
         if not isinstance(tool, Tool):
             raise TypeError(f"insert expects a Tool, got {type(tool).__name__}")
-        facts = validated_facts(tool) if facts is None else facts
-        check_sandbox_rules(tool)
-        calls, depth = static_checks(tool, facts, self._tools, self._ids, self._depth, self._max_depth)
+        facts = checks.validated_facts(tool) if facts is None else facts
+        checks.check_sandbox_rules(tool)
+        calls, depth = checks.static_checks(tool, facts, self._tools, self._ids, self._depth, self._max_depth)
         if run_checks:
             self._behaviour_checks(tool, runner, timeout_s)
         flat = sum(self._flat[c] for c in calls) if calls else 1
@@ -321,17 +320,35 @@ class LibrarySnapshot:
     # -- conversions -----------------------------------------------------------------------------
     def to_json(self) -> str:
         """Stable JSON text (the same snapshot always gives the same text; see :mod:`.serialize`)."""
-        from cocoda_jax.library.serialize import snapshot_to_json
-        return snapshot_to_json(self)
+        return serialize.snapshot_to_json(self)
 
     @classmethod
     def from_json(cls, text: str | bytes, runner: Any = None, verify_examples: bool = False,
                   *, timeout_s: float | None = None, rederive: bool = False) -> "LibrarySnapshot":
-        """Loads and re-checks a library (see :func:`.serialize.snapshot_from_json`): ``rederive``
-        re-derives every tool's facts from its source even where the entry's digest vouches for them."""
-        from cocoda_jax.library.serialize import snapshot_from_json
-        return snapshot_from_json(text, runner=runner, verify_examples=verify_examples, timeout_s=timeout_s,
-                                  rederive=rederive)
+        """Parses and re-checks a library; :class:`LibraryFormatError` names the first problem.
+
+        Every tool's structure is checked (:func:`.serialize.read_library`); a tool whose digest does
+        not vouch for it (or every tool, with ``rederive``) is rebuilt from its source and re-inserted
+        through INSERTTOOL's static checks (ids, edges from code, known dependencies, acyclicity, depth
+        bound, call types, duplicates); with ``verify_examples`` every tool is, and its examples, specs
+        and duplicate behaviour are re-run through ``runner`` too. Tools may appear in any order; a
+        cycle is reported as a path.
+        """
+        with serialize.collector_paused():
+            loaded = serialize.read_library(text, rederive=rederive or verify_examples)
+            if not verify_examples:
+                tools, children, depth, flat = serialize.statically_checked(loaded)
+                return cls._bulk(loaded.max_depth, tools, children, depth, flat)
+            snap = cls.empty(max_depth=loaded.max_depth)  # one INSERTTOOL at a time, sandbox checks included
+            for name in loaded.order:
+                entry = loaded.entries[name]
+                try:
+                    snap = snap._insert(entry.tool, runner=runner, timeout_s=timeout_s, run_checks=True,
+                                        update_index=False, facts=entry.facts)
+                except InsertRejected as err:
+                    raise LibraryFormatError(entry.where, f"{err.reason}: {err.detail}") from None
+                serialize.check_stored_facts(loaded, name)
+            return snap._with_rebuilt_index()
 
     def to_networkx(self):
         """A ``networkx.DiGraph`` of the library (see :func:`.draw.to_networkx`)."""
@@ -351,87 +368,5 @@ class LibrarySnapshot:
         return f"<LibrarySnapshot {len(self)} tools, max_depth={self._max_depth}>"
 
 
-def identity_checks(tool: Tool, tools: Mapping[str, Tool], ids: Mapping[str, str]) -> None:
-    """INSERTTOOL's first checks: the code and the name are new to the library."""
-    if tool.id in ids:
-        raise InsertRejected(Reason.DUPLICATE_CODE, tool.name,
-                             f"same normalised code (id {tool.id}) as tool {ids[tool.id]!r}")
-    if tool.name in tools:
-        raise InsertRejected(Reason.NAME_CLASH, tool.name,
-                             f"a different tool named {tool.name!r} is already in the library")
-
-
-def depth_check(name: str, calls: tuple[str, ...], depths: Mapping[str, int], max_depth: int) -> int:
-    """The depth ``name`` would have over ``calls``; :class:`InsertRejected` above ``max_depth``."""
-    depth = 1 + max(depths[c] for c in calls) if calls else 0
-    if depth > max_depth:
-        deepest = max(calls, key=lambda c: (depths[c], c))
-        raise InsertRejected(Reason.DEPTH_EXCEEDED, name,
-                             f"its depth would be {depth} (through {deepest!r} at depth {depths[deepest]}),"
-                             f" above the library's bound max_depth={max_depth}")
-    return depth
-
-
-def static_checks(tool: Tool, facts: CodeFacts, tools: Mapping[str, Tool], ids: Mapping[str, str],
-                  depths: Mapping[str, int], max_depth: int) -> tuple[tuple[str, ...], int]:
-    """INSERTTOOL's checks that run nothing, against a library given as plain mappings (a snapshot's
-    maps, or a bulk load's dicts): returns the tool's calls and depth, or raises
-    :class:`InsertRejected` for the first failure, cheapest first (see the module docstring)."""
-    name = tool.name
-    identity_checks(tool, tools, ids)
-    calls = facts.calls
-    if name in calls or name in facts.references:
-        line = next((s.node.lineno for s in facts.call_sites if s.name == name), None)
-        at = f" (line {line})" if line else ""
-        raise InsertRejected(Reason.CYCLE, name, f"it refers to itself{at}; recursion would close a cycle")
-    unknown = [n for n in dict.fromkeys(calls + facts.references) if n not in tools]
-    if unknown:
-        raise InsertRejected(Reason.UNKNOWN_DEPENDENCY, name,
-                             f"it uses {', '.join(map(repr, unknown))}, which "
-                             f"{'is' if len(unknown) == 1 else 'are'} neither a library tool, a local "
-                             f"nor a builtin")
-    if facts.references:
-        raise InsertRejected(Reason.MALFORMED, name,
-                             f"it uses the tool(s) {', '.join(map(repr, facts.references))} as a value; a tool "
-                             f"may only be called by name, so that every call edge is visible in the code")
-    depth = depth_check(name, calls, depths, max_depth)
-    check_calls(facts, tool.signature, tools.__getitem__)
-    return calls, depth
-
-
 def _restore(state: dict) -> LibrarySnapshot:
     return LibrarySnapshot(**state)
-
-
-def check_sandbox_rules(tool: Tool) -> None:
-    """Refuses code the sandbox would refuse to load: one such tool would make every later run
-    against the library fail, and a tool without examples is otherwise never run at insert time."""
-    from cocoda_jax.execution.guard import check_source  # lazy: the execution package uses this one
-
-    for label, text in (("source", tool.source), *((f"pre[{i}]", c) for i, c in enumerate(tool.pre)),
-                        *((f"post[{i}]", c) for i, c in enumerate(tool.post))):
-        violations = check_source(text, tool=label == "source")
-        if violations:
-            shown = "; ".join(str(v) for v in violations[:5])
-            raise InsertRejected(Reason.MALFORMED, tool.name, f"the sandbox refuses its {label}: {shown}")
-
-
-def validated_facts(tool: Tool) -> CodeFacts:
-    """The code facts of ``tool``, after checking that the record agrees with its own source
-    (a record built by hand, not by ``Tool.from_source``, could claim another name, id or signature)."""
-    facts = analyse(tool.source)
-    problems = []
-    if facts.name != tool.name:
-        problems.append(f"the source defines {facts.name!r}")
-    if facts.code_id != tool.id:
-        problems.append(f"the code's id is {facts.code_id}, the record says {tool.id}")
-    try:
-        sig = signature_from_ast(facts.function, tool.source)
-    except TypeSyntaxError as err:
-        raise InsertRejected(Reason.MALFORMED, tool.name, f"bad signature: {err}") from None
-    if sig != tool.signature:
-        problems.append(f"the annotations say {sig}, the record says {tool.signature}")
-    if problems:
-        raise InsertRejected(Reason.MALFORMED, tool.name,
-                             "the record does not match its source: " + "; ".join(problems))
-    return facts

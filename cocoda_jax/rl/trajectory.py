@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cocoda_jax.data.verifiers import default_verify
 from cocoda_jax.rl import actions
 from cocoda_jax.rl.actions import StepCheck, StepOutcome
 
@@ -276,12 +277,6 @@ class Trajectory:
 # ------------------------------------------------------------------------------------------------
 # Verdict
 # ------------------------------------------------------------------------------------------------
-
-
-def default_verify(answer: Any, task: Any) -> float:
-    """``R_res`` of the embedded domains: 1.0 when the answer equals the gold answer."""
-    from cocoda_jax.data.verifiers import answer_equal
-    return 1.0 if answer_equal(answer, task.answer) else 0.0
 
 
 def progress_of(task: Any, values: Sequence[tuple[str, Any]], r_res: float) -> float:
