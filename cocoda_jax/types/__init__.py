@@ -9,6 +9,7 @@ Quick tour::
     accepts(FLOAT, INT)                       # {}  (an int may go where a float is required)
     match(parse_signature("(int, list[float]) -> float"), sig)   # Match(cost=..., explanation=...)
     SignatureIndex.build({"top_k_mean": sig}).lookup(query)
+    fit(Evidence.of_types([INT]), sig, required=1)    # what a question supplies, optional params free
 """
 
 from cocoda_jax.types.terms import (
@@ -23,8 +24,10 @@ from cocoda_jax.types.unify import Subst, accepts, apply_subst, free_vars, renam
 from cocoda_jax.types.match import DEFAULT_COSTS, Match, MatchCosts, match, why_not
 from cocoda_jax.types.index import SignatureIndex, linear_lookup, type_key
 from cocoda_jax.types.infer import join_types, type_of_value
+from cocoda_jax.types.evidence import Arg, Evidence, EvidenceCosts, EvidenceError, Fit, fit, required_signature
 
 __all__ = [
+    "Arg", "Evidence", "EvidenceCosts", "EvidenceError", "Fit", "fit", "required_signature",
     "join_types", "type_of_value",
     "ANY", "BOOL", "BUILTIN_ARITY", "DOMAIN_TYPES", "FLOAT", "INT", "NONE", "STR", "VARIADIC_TUPLE",
     "Param", "Signature", "TAnyType", "TCon", "TVar", "Type", "dict_of", "is_ground", "list_of",
