@@ -43,6 +43,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax import failpoints
 
 FORMAT = "cocoda-checkpoint/v1"
@@ -51,7 +52,7 @@ _JSON_ITEMS = ("meta", "payloads")
 
 
 # ------------------------------------------------------------------------------------------ errors
-class CheckpointError(Exception):
+class CheckpointError(CocodaError):
     """Base of every error here; ``directory`` and ``step`` say which checkpoint (None if n/a)."""
 
     def __init__(self, message: str, directory: str | os.PathLike | None = None, step: int | None = None):

@@ -36,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.coevolve.traces import Ref, Replacement, Trace, apply_replacements, as_trace, value_of
 from cocoda_jax.library import Tool, analyse
 from cocoda_jax.types import FLOAT, INT, TCon, Type, free_vars
@@ -566,7 +567,7 @@ def _fragile_equality(cond: str) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 
-class NotStraightLine(ValueError):
+class NotStraightLine(CocodaError, ValueError):
     """A composite body the rewriter cannot match: not straight-line calls over its parameters."""
 
 

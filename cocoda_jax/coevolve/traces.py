@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.library.checks import py_literal
 from cocoda_jax.rl import actions
 
@@ -131,7 +132,7 @@ def value_of(trace: Trace, ref: Ref) -> Any:
 # ------------------------------------------------------------------------------------------------
 
 
-class TraceError(ValueError):
+class TraceError(CocodaError, ValueError):
     """A trajectory that cannot be read as a straight-line program over the library."""
 
 

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from cocoda_jax.errors import CocodaError, ConfigError
 from cocoda_jax.data.verifiers import default_verify
 
 #: The embedded domains and the modules of this package that define and register them.
@@ -33,11 +34,11 @@ BUILTIN_NAMES = ("synthetic_math", "tables")
 BUILTIN_MODULES = ("cocoda_jax.data.synthetic_math", "cocoda_jax.data.tables")
 
 
-class DomainConfigError(ValueError):
+class DomainConfigError(ConfigError):
     """A domain's config section is refused by the domain (the launcher reports it as a ConfigError)."""
 
 
-class UnknownDomainError(LookupError):
+class UnknownDomainError(CocodaError, LookupError):
     """No registered domain has that name, kind or task type; the message lists the registered ones."""
 
 

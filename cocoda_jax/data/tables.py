@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.data.domain import (DomainBase, DomainConfigError, DomainSplits, dataclass_from_dict, pairs,
                                     register_domain, tuplify)
 from cocoda_jax.data.task import GoldProgramTask
@@ -50,7 +51,7 @@ COLUMN_TYPES = ("str", "int", "float")
 # =================================================================================================
 
 
-class TableError(ValueError):
+class TableError(CocodaError, ValueError):
     """A value that is not a well-formed table; the message says what is wrong and where."""
 
 

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.demos.store import DemoRecord, DemoStore
 from cocoda_jax.rl import actions, trajectory
 
@@ -46,7 +47,7 @@ Answer with the program lines only."""
 FAILURE_KINDS = ("no_program", "not_answered", "wrong_answer")
 
 
-class DemoEndpointError(RuntimeError):
+class DemoEndpointError(CocodaError, RuntimeError):
     """The endpoint failed after the client's retries (the message says how); records already
     decided are stored, so running the collection again resumes."""
 

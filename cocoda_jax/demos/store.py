@@ -15,12 +15,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax import values as codec
 
 FORMAT = "cocoda_jax.demos/1"
 
 
-class DemoStoreError(ValueError):
+class DemoStoreError(CocodaError, ValueError):
     """A demonstrations file that cannot be read back (the message names the file and line)."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
+
 #: Why a run failed. ``timeout``: wall clock or CPU time ran out (the worker was replaced);
 #: ``memory``: the address-space limit was hit; ``syntax``: the program or a tool does not parse;
 #: ``forbidden``: the static checker or a runtime check refused an operation; ``runtime``: the code
@@ -61,7 +63,7 @@ class RunResult:
         return cls(ok=False, error=ExecError(kind, message), elapsed_s=elapsed_s)
 
 
-class SandboxError(RuntimeError):
+class SandboxError(CocodaError, RuntimeError):
     """The sandbox itself cannot serve (a worker cannot start, or the sandbox is closed).
 
     Never raised for anything a program does: those come back as a failed :class:`RunResult`.

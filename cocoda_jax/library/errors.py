@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from cocoda_jax.errors import CocodaError
+
 
 class Reason(enum.StrEnum):
     """Machine-readable INSERTTOOL rejection codes (a ``StrEnum``: compares equal to its text)."""
@@ -20,7 +22,7 @@ class Reason(enum.StrEnum):
     MALFORMED = "malformed"
 
 
-class LibraryError(Exception):
+class LibraryError(CocodaError):
     """Base of every error this package raises on purpose."""
 
 

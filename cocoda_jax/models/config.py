@@ -18,9 +18,7 @@ _ROPE_TYPES = ("default", "linear", "llama3")
 _FAMILIES = ("qwen3", "llama")
 
 
-class ConfigError(ValueError):
-    """A config is refused: a key is unknown, missing, inconsistent or names something unsupported
-    (the one config error of the project; the launchers' ``runs.common.ConfigError`` is this class)."""
+from cocoda_jax.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

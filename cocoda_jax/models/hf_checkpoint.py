@@ -6,8 +6,8 @@ parameter is read tensor by tensor and, on a mesh, each device reads only its ow
 `config.json` plus `model.safetensors` (or shards with `model.safetensors.index.json`)
 that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 
-Errors are typed: `MissingKeysError`, `UnexpectedKeysError`, `ShapeMismatchError`
-(all `CheckpointError`), each naming the keys (and file) concerned.
+Errors are typed: `MissingKeysError`, `UnexpectedKeysError`, `HFShapeMismatchError`
+(all `HFCheckpointError`), each naming the keys (and file) concerned.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 from flax import nnx
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.models.config import ModelConfig
 from cocoda_jax.models.sharding import named_sharding
 from cocoda_jax.models.transformer import Transformer, abstract_model
@@ -35,25 +36,25 @@ SINGLE_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 
 
-class CheckpointError(ValueError):
+class HFCheckpointError(CocodaError, ValueError):
     """A checkpoint directory cannot be read into (or written from) the model."""
 
 
-class MissingKeysError(CheckpointError):
+class MissingKeysError(HFCheckpointError):
     def __init__(self, keys, path):
         self.keys = sorted(keys)
         super().__init__(f"{path}: checkpoint lacks {len(self.keys)} tensor(s): {self.keys[:8]}"
                          + (" ..." if len(self.keys) > 8 else ""))
 
 
-class UnexpectedKeysError(CheckpointError):
+class UnexpectedKeysError(HFCheckpointError):
     def __init__(self, keys, path):
         self.keys = sorted(keys)
         super().__init__(f"{path}: checkpoint has {len(self.keys)} tensor(s) the model does not "
                          f"use: {self.keys[:8]}" + (" ..." if len(self.keys) > 8 else ""))
 
 
-class ShapeMismatchError(CheckpointError):
+class HFShapeMismatchError(HFCheckpointError):
     def __init__(self, mismatches, path):
         self.mismatches = dict(sorted(mismatches.items()))  # key -> (found, expected)
         desc = ", ".join(f"{k}: found {f}, expected {e}" for k, (f, e) in list(self.mismatches.items())[:8])
@@ -78,12 +79,12 @@ class SafetensorsFile:
         with open(self.path, "rb") as f:
             raw = f.read(8)
             if len(raw) != 8:
-                raise CheckpointError(f"{self.path}: not a safetensors file (too short)")
+                raise HFCheckpointError(f"{self.path}: not a safetensors file (too short)")
             (n,) = struct.unpack("<Q", raw)
             try:
                 header = json.loads(f.read(n))
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise CheckpointError(f"{self.path}: bad safetensors header: {e}") from None
+                raise HFCheckpointError(f"{self.path}: bad safetensors header: {e}") from None
         self._data_start = 8 + n
         self.metadata = header.pop("__metadata__", {}) or {}
         self.header = header
@@ -103,12 +104,12 @@ class SafetensorsFile:
     def get(self, key) -> np.ndarray:
         info = self.header[key]
         if info["dtype"] not in _ST_DTYPES:
-            raise CheckpointError(f"{self.path}: tensor {key} has unsupported dtype {info['dtype']}")
+            raise HFCheckpointError(f"{self.path}: tensor {key} has unsupported dtype {info['dtype']}")
         dt = _ST_DTYPES[info["dtype"]]
         start, end = info["data_offsets"]
         count = int(np.prod(info["shape"], dtype=np.int64))
         if (end - start) != count * dt.itemsize:
-            raise CheckpointError(f"{self.path}: tensor {key} byte range does not match its shape")
+            raise HFCheckpointError(f"{self.path}: tensor {key} byte range does not match its shape")
         arr = np.frombuffer(self._mm, dtype=dt, count=count, offset=self._data_start + start)
         return arr.reshape(info["shape"])
 
@@ -121,7 +122,7 @@ def write_safetensors(path, tensors: dict[str, np.ndarray], metadata: dict[str, 
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr)
         if arr.dtype not in _ST_NAMES:
-            raise CheckpointError(f"cannot write tensor {name} of dtype {arr.dtype}")
+            raise HFCheckpointError(f"cannot write tensor {name} of dtype {arr.dtype}")
         header[name] = {"dtype": _ST_NAMES[arr.dtype], "shape": list(arr.shape),
                         "data_offsets": [offset, offset + arr.nbytes]}
         offset += arr.nbytes
@@ -234,7 +235,7 @@ def _open_dir(path: Path) -> dict[str, SafetensorsFile]:
     if single.exists():
         f = SafetensorsFile(single)
         return {k: f for k in f.keys()}
-    raise CheckpointError(f"{path}: neither {SINGLE_NAME} nor {INDEX_NAME} found")
+    raise HFCheckpointError(f"{path}: neither {SINGLE_NAME} nor {INDEX_NAME} found")
 
 
 def _hf_dtype(hf: dict) -> str:
@@ -246,7 +247,7 @@ def load_config(path) -> ModelConfig:
     path = Path(path)
     cfg_file = path / CONFIG_NAME
     if not cfg_file.exists():
-        raise CheckpointError(f"{path}: no {CONFIG_NAME}")
+        raise HFCheckpointError(f"{path}: no {CONFIG_NAME}")
     hf = json.loads(cfg_file.read_text())
     dt = _hf_dtype(hf)
     return ModelConfig.from_hf_config(hf, dtype=dt, param_dtype=dt)
@@ -295,7 +296,7 @@ def load_hf_checkpoint(path, *, mesh=None, dtype: str | None = None,
         if found != s.hf_shape:
             mismatches[s.hf_key] = (found, s.hf_shape)
     if mismatches:
-        raise ShapeMismatchError(mismatches, path)
+        raise HFShapeMismatchError(mismatches, path)
 
     device = jax.devices()[0]
     pure = jax.tree.map(lambda x: x, abs_pure)

@@ -31,11 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.models.sharding import logical_to_spec
 from cocoda_jax.models.transformer import KVCache, Transformer, token_log_probs
 
 
-class SamplerError(ValueError):
+class SamplerError(CocodaError, ValueError):
     """Bad sampler input (empty prompt, prompt longer than the cache, ...)."""
 
 

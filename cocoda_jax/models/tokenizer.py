@@ -13,6 +13,8 @@ from typing import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from cocoda_jax.errors import CocodaError
+
 PAD = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -27,7 +29,7 @@ CHAT_TEMPLATE = (
 )
 
 
-class TokenizerError(ValueError):
+class TokenizerError(CocodaError, ValueError):
     """Bad tokenizer training input or directory."""
 
 

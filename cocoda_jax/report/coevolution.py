@@ -40,6 +40,8 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
+
 OUTCOMES = ("initial", "accept", "accept_planner", "reject")
 ACCEPTED = ("accept", "accept_planner")
 
@@ -55,7 +57,7 @@ ROUND_KEYS: dict[str, str] = {
 PLOT_NAMES = ("library.png", "accuracy.png", "tool_calls.png", "composite_share.png", "retrieval_tokens.png")
 
 
-class ReportError(ValueError):
+class ReportError(CocodaError, ValueError):
     """A malformed round record or report input; the message names the round and the key."""
 
 

@@ -21,15 +21,17 @@ import struct
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
+
 JSONL_NAME = "metrics.jsonl"
 TB_DIR = "tb"
 
 
-class MetricsError(ValueError):
+class MetricsError(CocodaError, ValueError):
     """A bad write (a step going back, a repeated key, a value that is not a real number)."""
 
 
-class MetricsFormatError(ValueError):
+class MetricsFormatError(CocodaError, ValueError):
     """A metrics file that is not what this module writes; names the path and the 1-based line."""
 
     def __init__(self, path: os.PathLike | str, line: int, detail: str):

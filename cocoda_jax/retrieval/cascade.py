@@ -58,7 +58,10 @@ from cocoda_jax.retrieval.subgoals import Subgoal, extract_subgoal
 from cocoda_jax.retrieval.tokens import (
     Ledger, TokenCounter, default_counter, render_card, render_examples, render_line, render_spec,
 )
-from cocoda_jax.types import SignatureIndex, Type, accepts
+from cocoda_jax.retrieval.literals import enum_literals, literal_hits, question_evidence
+from cocoda_jax.types import (
+    Evidence, EvidenceCosts, Fit, MatchCosts, Param, Signature, SignatureIndex, Type, accepts, fit,
+)
 
 _COMPLEXITY_ORDER = ("O(1)", "O(log n)", "O(n)", "O(rows)", "O(n log n)", "O(n^2)", "O(n^3)", "O(2^n)")
 
@@ -73,6 +76,9 @@ def complexity_rank(note: str | None) -> int | None:
         if text == c.replace(" ", ""):
             return i if c != "O(rows)" else _COMPLEXITY_ORDER.index("O(n)")
     return None
+
+
+L1_MODES = ("signature", "evidence")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +102,13 @@ class CascadeConfig:
     with_children: bool = False
     lm_stages: tuple[str, ...] = ("L2", "L3", "L4")
     sandbox_timeout_s: float = 5.0
+    ranker: str = "bm25"
+    l1_mode: str = "signature"
+    evidence_extra: float = 0.5
+    evidence_inferred: float = 0.2
+    literal_weight: float = 0.0
+    l3: bool = True
+    l4: bool = True
 
     def __post_init__(self):
         for field in ("k", "l1_cap", "l2_shortlist", "l2_keep", "climb_min"):
@@ -109,6 +122,11 @@ class CascadeConfig:
         bad = set(self.lm_stages) - {"L2", "L3", "L4"}
         if bad:
             raise ValueError(f"CascadeConfig.lm_stages: unknown stage(s) {sorted(bad)}")
+        if self.l1_mode not in L1_MODES:
+            raise ValueError(f"CascadeConfig.l1_mode must be one of {L1_MODES}, got {self.l1_mode!r}")
+        for field in ("evidence_extra", "evidence_inferred"):
+            if not getattr(self, field) >= 0:
+                raise ValueError(f"CascadeConfig.{field} must be >= 0, got {getattr(self, field)!r}")
         if self.complexity_bound is not None and complexity_rank(self.complexity_bound) is None:
             raise ValueError(f"CascadeConfig.complexity_bound {self.complexity_bound!r} is not one of "
                              f"{_COMPLEXITY_ORDER}")
@@ -172,6 +190,19 @@ class RetrievalIndex:
         self.shape_members = {k: np.asarray(v, dtype=np.int64) for k, v in shapes.items()}
         self.shape_index = SignatureIndex.build({r: sig for r, (_, sig) in reps.items()})
         self._card_tokens: dict[str, int] = {}
+        self.texts = tuple(texts)
+        self.rankers: dict[str, Any] = {"bm25": self.bm25}
+        self.required = tuple(required_params(t) for t in tools)
+        groups: dict[tuple, list[int]] = {}
+        for i, (t, r) in enumerate(zip(tools, self.required)):
+            groups.setdefault((t.signature.param_types, r, t.signature.result), []).append(i)
+        self.evidence_key_of: list[tuple] = [()] * len(self.names)
+        for key, members in groups.items():
+            for i in members:
+                self.evidence_key_of[i] = key
+        self.evidence_members = {k: np.asarray(v, dtype=np.int64) for k, v in groups.items()}
+        self.literals = tuple(enum_literals(t) for t in tools)
+        self._fits: dict[tuple, Any] = {}
 
     @classmethod
     def build(cls, snapshot: LibrarySnapshot, counter: TokenCounter | None = None,
@@ -181,6 +212,52 @@ class RetrievalIndex:
 
     def tool(self, name: str):
         return self.snapshot.tool(name)
+
+    def add_ranker(self, name: str, ranker: Any) -> None:
+        """Registers a text ranker (``.scores(text)`` aligned with :attr:`names`) that L2 and the
+        baselines select by name (``CascadeConfig.ranker``), so every method ranks alike."""
+        if tuple(ranker.names) != tuple(self.names):
+            raise ValueError(f"ranker {name!r} ranks other tools than this index")
+        self.rankers[name] = ranker
+
+    def ranker(self, name: str) -> Any:
+        try:
+            return self.rankers[name]
+        except KeyError:
+            raise ValueError(f"no ranker {name!r} on this index (have {sorted(self.rankers)}); "
+                             f"register it with add_ranker") from None
+
+    def l1_evidence(self, evidence: Evidence, max_cost: float, costs: EvidenceCosts
+                    ) -> tuple[np.ndarray, np.ndarray, dict[tuple, Fit]]:
+        """The optional-aware L1 (:func:`~cocoda_jax.types.fit`): (positions, costs, evidence key ->
+        Fit) of every tool whose fit costs at most ``max_cost``; one fit per (parameter types,
+        required count, result), memoised per evidence."""
+        by_key: dict[tuple, Fit] = {}
+        for key in self.evidence_members:
+            memo = (evidence, costs, key)
+            found = self._fits.get(memo, False)
+            if found is False:
+                types, required, result = key
+                found = fit(evidence, Signature(tuple(Param("", t) for t in types), result), required, costs)
+                if len(self._fits) > 2_000_000:
+                    self._fits.clear()
+                self._fits[memo] = found
+            if found is not None and found.cost <= max_cost:
+                by_key[key] = found
+        if not by_key:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), by_key
+        idx = np.concatenate([self.evidence_members[k] for k in by_key])
+        cost = np.concatenate([np.full(len(self.evidence_members[k]), f.cost) for k, f in by_key.items()])
+        return idx, cost, by_key
+
+    def literal_vector(self, text: str, weight: float) -> np.ndarray:
+        """``weight x`` the number of each tool's enumerated values the text names (0 without)."""
+        out = np.zeros(len(self.names))
+        if weight:
+            for i, lits in enumerate(self.literals):
+                if lits:
+                    out[i] = weight * literal_hits(lits, text)
+        return out
 
     def prior_vector(self, prior: Mapping[str, float] | None, weight: float) -> np.ndarray:
         """``weight x prior`` per tool position (0 where the prior is silent or names no tool here)."""
@@ -200,6 +277,25 @@ class RetrievalIndex:
         idx = np.concatenate([self.shape_members[k] for k in by_key])
         cost = np.concatenate([np.full(len(self.shape_members[k]), m.cost) for k, m in by_key.items()])
         return idx, cost, by_key
+
+
+def required_params(tool: Any) -> int:
+    """How many of a tool's parameters have no default (read from its source; all when unreadable)."""
+    import ast
+
+    arity = len(tool.signature.params)
+    try:
+        tree = ast.parse(tool.source)
+    except SyntaxError:
+        return arity
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == tool.name]
+    if not fns:
+        return arity
+    a = fns[-1].args
+    positional = a.posonlyargs + a.args
+    required = len(positional) - len(a.defaults)
+    required += sum(d is None for d in a.kw_defaults)
+    return max(0, min(arity, required))
 
 
 def _value_closeness(a: Any, b: Any) -> float:
@@ -299,10 +395,18 @@ def execution_failures(index: RetrievalIndex, names: Sequence[str], sources: Map
     return failed
 
 
+def evidence_costs(config: CascadeConfig) -> EvidenceCosts:
+    """The optional-aware L1's prices under ``config`` (the match's, with its unused-value price)."""
+    return EvidenceCosts(MatchCosts(extra=config.evidence_extra), inferred=config.evidence_inferred)
+
+
 def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = CascadeConfig(), *,
-             sandbox: Any = None, keep_text: bool = False, prior: Mapping[str, float] | None = None) -> Retrieval:
+             sandbox: Any = None, keep_text: bool = False, prior: Mapping[str, float] | None = None,
+             evidence: Evidence | None = None) -> Retrieval:
     """Runs the four stages for one subgoal (see the module docstring). ``prior``: an LM-free score
-    per tool (e.g. :meth:`~.usage.UsageIndex.votes`), added to L2 with ``prior_weight``."""
+    per tool (e.g. :meth:`~.usage.UsageIndex.votes`), added to L2 with ``prior_weight``.
+    ``evidence``: what the question supplies, for ``l1_mode="evidence"`` (default: read from the
+    subgoal by :func:`~.literals.question_evidence`)."""
     t_start = time.perf_counter()
     ledger = Ledger(index.counter, keep_text=keep_text)
     snap = index.snapshot
@@ -312,9 +416,19 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
 
     # L1 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
-    text_scores = index.bm25.scores(subgoal.description)
+    text_scores = index.ranker(config.ranker).scores(subgoal.description)
     prior_scores = index.prior_vector(prior, config.prior_weight)
-    idx, cost, shape_matches = index.l1(query_sig, config.l1_max_cost)
+    if config.literal_weight:
+        prior_scores = prior_scores + index.literal_vector(subgoal.description, config.literal_weight)
+    if config.l1_mode == "evidence":
+        ev = evidence if evidence is not None else question_evidence(subgoal)
+        idx, cost, shape_matches = index.l1_evidence(ev, config.l1_max_cost, evidence_costs(config))
+        key_of = index.evidence_key_of
+        n_values = len(subgoal.values) if subgoal.values is not None else 0
+    else:
+        idx, cost, shape_matches = index.l1(query_sig, config.l1_max_cost)
+        key_of = index.shape_key_of
+        n_values = None
     if idx.size > config.l1_cap:  # keep the best by L2's own LM-free score (text - cost + prior)
         key = text_scores[idx] - config.l2_cost_weight * cost + prior_scores[idx]
         order = np.lexsort((idx, -key))[: config.l1_cap]
@@ -359,13 +473,19 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
 
     # L3 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
-    if "L3" in config.lm_stages:
+    if "L3" in config.lm_stages and config.l3:
         ledger.record("L3", [render_spec(index.tool(n)) for n in s2])
-    sources = {n: shape_matches[index.shape_key_of[index.position[n]]].sources for n in s2}
+    sources = {n: shape_matches[key_of[index.position[n]]].sources for n in s2}
+    if n_values is not None:  # evidence beyond the subgoal's values (file names) has no value to test
+        sources = {n: tuple(s if s is not None and s < n_values else None for s in src) for n, src in sources.items()}
     bound = complexity_rank(config.complexity_bound) if config.complexity_bound else None
-    verdicts = pre_condition_verdicts(index, s2, sources, subgoal.values, sandbox, config.sandbox_timeout_s)
+    verdicts = pre_condition_verdicts(index, s2, sources, subgoal.values, sandbox, config.sandbox_timeout_s) \
+        if config.l3 else {n: None for n in s2}
     s3 = []
     for n in s2:
+        if not config.l3:
+            s3.append(n)
+            continue
         tool = index.tool(n)
         if bound is not None:
             r = complexity_rank(tool.complexity)
@@ -383,17 +503,18 @@ def retrieve(index: RetrievalIndex, subgoal: Subgoal, config: CascadeConfig = Ca
 
     # L4 ------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
-    if "L4" in config.lm_stages and config.l4_max_examples:
+    if "L4" in config.lm_stages and config.l4_max_examples and config.l4:
         texts = [render_examples(index.tool(n), config.l4_max_examples) for n in s3]
         ledger.record("L4", [t for t in texts if t])
-    if config.l4_execute:
+    if config.l4_execute and config.l4:
         failed = execution_failures(index, s3, sources, subgoal.values, sandbox, config.sandbox_timeout_s,
                                     subgoal.expect)
         s3_kept = [n for n in s3 if n not in failed]
     else:
         s3_kept = s3
-    final_score = {n: score[n] + config.l4_example_weight * example_agreement(index.tool(n), sources[n], subgoal.values)
-                   for n in s3_kept}
+    l4_weight = config.l4_example_weight if config.l4 else 0.0
+    final_score = {n: score[n] + (l4_weight * example_agreement(index.tool(n), sources[n], subgoal.values)
+                                  if l4_weight else 0.0) for n in s3_kept}
     s4 = sorted(s3_kept, key=lambda n: (-round(final_score[n], 9), s1[n], -snap.phi(n), n))[: config.k]
     stages.append(StageReport("L4", tuple(sorted(s4)), ledger.tokens.get("L4", 0), ledger.records.get("L4", 0),
                               time.perf_counter() - t0))

@@ -26,10 +26,11 @@ import json
 import re
 from typing import Any, Sequence
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.types import FLOAT, Param, Signature, Type, TypeSyntaxError, list_of, parse_type, type_of_value
 
 
-class SubgoalFormatError(ValueError):
+class SubgoalFormatError(CocodaError, ValueError):
     """A planner's subgoal JSON is malformed; ``where`` names the field."""
 
     def __init__(self, where: str, detail: str):

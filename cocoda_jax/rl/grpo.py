@@ -51,10 +51,12 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from cocoda_jax.errors import CocodaError
+
 AGGREGATIONS = ("token_mean", "seq_mean", "constant")
 
 
-class UnknownVariantError(ValueError):
+class UnknownVariantError(CocodaError, ValueError):
     """An advantage or loss name that nothing registered (raised when the config is built)."""
 
 

@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.models.sharding import constrain, logical_to_spec, opt_state_shardings, param_shardings
 from cocoda_jax.models.transformer import token_log_probs
 from cocoda_jax.rl import grpo as G
@@ -90,7 +91,7 @@ class TrainState:
     step: jax.Array
 
 
-class BatchError(ValueError):
+class BatchError(CocodaError, ValueError):
     """A batch lacks a column, has inconsistent shapes, or does not split into micro-batches."""
 
 

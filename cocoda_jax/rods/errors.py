@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from cocoda_jax.errors import CocodaError
 
-class RodsStateError(ValueError):
+
+class RodsStateError(CocodaError, ValueError):
     """A RODS value (tracker, pool, task record) is malformed. ``where`` says which field or file."""
 
     def __init__(self, where: str, message: str):

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax import failpoints
 
 #: Where a resumed process starts again: after the checkpoint whose library JSON was written last.
@@ -37,7 +38,7 @@ CHECKPOINT_DONE = "library/json"
 BACKGROUND = "rods/synthesis"
 
 
-class ChaosError(RuntimeError):
+class ChaosError(CocodaError, RuntimeError):
     """The job did not behave as the chaos run requires (a kill that did not kill, a crash, a
     difference between the runs)."""
 

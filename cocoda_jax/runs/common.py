@@ -28,7 +28,7 @@ from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.data import domain as D
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS
-from cocoda_jax.models.config import ConfigError  # the one config error (re-exported for the launchers)
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
 from cocoda_jax.report.coevolution import write_text_atomic
 from cocoda_jax.rl import grpo as G

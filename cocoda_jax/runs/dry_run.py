@@ -35,7 +35,8 @@ import jax
 import numpy as np
 
 from cocoda_jax.models import make_mesh
-from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS, ConfigError, get_preset
+from cocoda_jax.errors import ConfigError
+from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS, get_preset
 from cocoda_jax.models.transformer import abstract_model
 from cocoda_jax.rl.learner import Learner
 from cocoda_jax.runs import common

@@ -36,7 +36,7 @@ import ml_collections
 
 from cocoda_jax.coevolve.abstractor import AbstractorConfig
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig
-from cocoda_jax.models.config import ConfigError
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.rl.grpo import AGGREGATIONS
 from cocoda_jax.rl.loop import RolloutConfig
 from cocoda_jax.rl.prompts import RetrievalConfig

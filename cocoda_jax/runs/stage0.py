@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cocoda_jax import demos as DM
-from cocoda_jax.models.config import ConfigError
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import hosts
 from cocoda_jax.runs.settings import DemosSettings, RunSettings
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 
-class ServingError(Exception):
+
+class ServingError(CocodaError):
     """Base of every error of :mod:`cocoda_jax.serving`."""
 
 

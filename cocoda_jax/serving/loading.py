@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.serving import chat
 from cocoda_jax.serving.errors import ModelLoadError
 
@@ -106,10 +107,10 @@ def load_served_model(path: str | Path, *, chat_format: str = "auto", model_id: 
 
 
 def _load_hf(path: Path):
-    from cocoda_jax.models import CheckpointError, ConfigError, TokenizerError, load_hf_checkpoint, load_tokenizer
+    from cocoda_jax.models import HFCheckpointError, TokenizerError, load_hf_checkpoint, load_tokenizer
     try:
         model = load_hf_checkpoint(path)
-    except (CheckpointError, ConfigError) as e:
+    except (HFCheckpointError, ConfigError) as e:
         raise ModelLoadError(f"{path}: {e}") from e
     try:
         tokenizer = load_tokenizer(path)
@@ -128,14 +129,14 @@ def _load_run(path: Path):
     try:
         head = ckpt.restore(directory, decoders={})  # config and payloads only
         settings = C.RunSettings.parse(head.config)
-    except (ckpt.CheckpointError, C.ConfigError) as e:
+    except (ckpt.CheckpointError, ConfigError) as e:
         raise ModelLoadError(f"{path}: {e}") from e
     if not settings.model.hf_checkpoint and not (path / "tokenizer").is_dir():
         raise ModelLoadError(f"{path}: the run has no tokenizer/ folder (serving never trains one)")
     tokenizer = C.tokenizer_for(path, (), settings.model.vocab_size, settings.model.hf_checkpoint).hf
     try:
         graphdef, params = nnx.split(_abstract_planner(settings, len(tokenizer)))
-    except C.ConfigError as e:
+    except ConfigError as e:
         raise ModelLoadError(f"{path}: {e}") from e
     target = ckpt.abstract_state({"params": params})
     try:
@@ -158,7 +159,7 @@ def _abstract_planner(settings, vocab_size: int):
     if settings.model.hf_checkpoint:
         path = Path(settings.model.hf_checkpoint)
         if not path.is_dir():
-            raise C.ConfigError(f"config.model.hf_checkpoint {str(path)!r} is not a local directory")
+            raise ConfigError(f"config.model.hf_checkpoint {str(path)!r} is not a local directory")
         return abstract_model(load_config(path))
     return nnx.eval_shape(lambda: C.build_planner(settings, vocab_size, None))
 

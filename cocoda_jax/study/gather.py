@@ -23,13 +23,14 @@ from pathlib import Path
 
 import ml_collections
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.runs.common import RUN_CONFIG, ConfigError, run_identity_changes
 from cocoda_jax.study import arms as A
 
 CELL_TIMES = "cell_times.json"
 
 
-class GatherError(ValueError):
+class GatherError(CocodaError, ValueError):
     """A cell cannot be taken in without losing or mixing runs (a source without the cell's
     config, a destination cell started but unfinished)."""
 

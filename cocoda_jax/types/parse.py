@@ -21,13 +21,14 @@ import ast
 import re
 from dataclasses import dataclass
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.types.terms import (
     ANY, BUILTIN_ARITY, DOMAIN_TYPES, NONE, VARIADIC_TUPLE, Param, Signature, TCon, TVar, Type,
     is_type_var_name,
 )
 
 
-class TypeSyntaxError(ValueError):
+class TypeSyntaxError(CocodaError, ValueError):
     """A malformed type or signature; points at the offending place.
 
     ``text`` is the whole input (the type text, or the Python source), ``position`` is a 0-based

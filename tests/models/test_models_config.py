@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from cocoda_jax.models import PRESETS, ConfigError, ModelConfig, RopeScaling, get_preset
+from cocoda_jax.errors import ConfigError
+from cocoda_jax.models import PRESETS, ModelConfig, RopeScaling, get_preset
 from cocoda_jax.models.config import tiny
 
 # Published sizes (billions of parameters, as counted by HF for these checkpoints).

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cocoda_jax.models import (MissingKeysError, ShapeMismatchError, UnexpectedKeysError,
+from cocoda_jax.models import (MissingKeysError, HFShapeMismatchError, UnexpectedKeysError,
                                load_hf_checkpoint, save_hf_checkpoint)
 from cocoda_jax.models.hf_checkpoint import SafetensorsFile, write_safetensors
 from tests.models.models_hf_fixtures import VOCAB, build_hf, torch_logits
@@ -116,7 +116,7 @@ def test_shape_mismatch_error(one_case, tmp_path):
     def edit(t):
         t[key] = t[key][:-2]
     d = _rewrite(path, tmp_path / "s", edit)
-    with pytest.raises(ShapeMismatchError, match="k_proj") as e:
+    with pytest.raises(HFShapeMismatchError, match="k_proj") as e:
         load_hf_checkpoint(d)
     found, want = e.value.mismatches[key]
     assert found[0] == want[0] - 2

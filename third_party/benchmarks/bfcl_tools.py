@@ -101,6 +101,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 from cocoda_jax.library import DEFAULT_MAX_DEPTH, BUILTIN_NAMES, InsertRejected, LibrarySnapshot, Tool
 from third_party.benchmarks import bfcl as loader
 from cocoda_jax.types import (
@@ -123,7 +124,7 @@ PARAM_DESC_MAX_CHARS = 90
 PARAMS_MAX_CHARS = 400
 
 
-class BfclError(ValueError):
+class BfclError(CocodaError, ValueError):
     """Base of this module's errors."""
 
 

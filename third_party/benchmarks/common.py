@@ -7,8 +7,10 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
 
-class BenchmarkFormatError(ValueError):
+
+class BenchmarkFormatError(CocodaError, ValueError):
     """A benchmark file that does not have the expected format.
 
     ``path``, ``line`` (1-based, or None when the whole file is concerned) and ``field`` (the missing

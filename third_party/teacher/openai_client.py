@@ -21,10 +21,12 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax.errors import CocodaError
+
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
-class TeacherError(Exception):
+class TeacherError(CocodaError):
     """Base of every error the teacher client raises on purpose."""
 
 
