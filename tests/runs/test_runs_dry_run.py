@@ -10,7 +10,7 @@ import sys
 import jax
 import pytest
 
-from cocoda_jax.models.config import ConfigError
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import common, dry_run
 from cocoda_jax.runs.settings import RunSettings
 from tests.runs.conftest import tiny_config

@@ -4,7 +4,7 @@ same validation as the symbolic miner's; a bad proposers value or endpoint is a 
 
 import pytest
 
-from cocoda_jax.models.config import ConfigError
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import coevolve, common
 from cocoda_jax.runs.progress import RunProgress
 from cocoda_jax.runs.settings import RunSettings
