@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from cocoda_jax.retrieval.cascade import Retrieval, RetrievalIndex, StageReport
-from cocoda_jax.retrieval.rankers import TfIdf, kmeans
+from cocoda_jax.retrieval.rankers import TfIdf, kmeans, words
 from cocoda_jax.retrieval.subgoals import Subgoal
 from cocoda_jax.retrieval.tokens import SEPARATOR, Ledger, render_card, render_line, render_summary
 
@@ -64,38 +64,40 @@ def _finish(method: str, index: RetrievalIndex, ledger: Ledger, stages: list, se
 
 
 def flat(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, keep_text: bool = False,
-         prior: Mapping[str, float] | None = None, prior_weight: float = 1.0) -> Retrieval:
+         prior: Mapping[str, float] | None = None, prior_weight: float = 1.0, ranker: str = "bm25") -> Retrieval:
     """``prior``: an LM-free score per tool added with ``prior_weight`` to BM25 (as the cascade's L2
-    takes it), so a prior's worth can be measured without the types and the DAG."""
+    takes it), so a prior's worth can be measured without the types and the DAG. ``ranker``: which
+    of the index's rankers stands for the LM's choice (the cascade's ``CascadeConfig.ranker``)."""
     t_start = time.perf_counter()
     ledger = Ledger(index.counter, keep_text=keep_text)
     if keep_text:
         ledger.record("read", [render_card(index.tool(n)) for n in index.names])
     else:
         ledger.record_counted("read", *_all_cards_tokens(index))
+    rk = index.ranker(ranker)
+    scores = rk.scores(subgoal.description)
     if prior:
-        scores = index.bm25.scores(subgoal.description) + index.prior_vector(prior, prior_weight)
-        selected = [n for n, _ in index.bm25.rank("", limit=k, scores=scores)]
-    else:
-        selected = [n for n, _ in index.bm25.rank(subgoal.description, limit=k)]
+        scores = scores + index.prior_vector(prior, prior_weight)
+    selected = [n for n, _ in rk.rank("", limit=k, scores=scores)]
     stages = [StageReport("read", index.names, ledger.tokens["read"], ledger.records["read"], time.perf_counter() - t_start)]
     return _finish("flat", index, ledger, stages, selected, t_start, keep_text)
 
 
 def flat_summaries(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, shortlist: int = 24, *,
-                   keep_text: bool = False) -> Retrieval:
+                   keep_text: bool = False, ranker: str = "bm25") -> Retrieval:
     t_start = time.perf_counter()
     ledger = Ledger(index.counter, keep_text=keep_text)
     if keep_text:
         ledger.record("L2", [render_line(index.tool(n)) for n in index.names])
     else:
         ledger.record_counted("L2", *_all_lines_tokens(index))
-    scores = index.bm25.scores(subgoal.description)
-    short = [n for n, _ in index.bm25.rank("", limit=shortlist, scores=scores)]
+    rk = index.ranker(ranker)
+    scores = rk.scores(subgoal.description)
+    short = [n for n, _ in rk.rank("", limit=shortlist, scores=scores)]
     stages = [StageReport("L2", index.names, ledger.tokens["L2"], ledger.records["L2"], time.perf_counter() - t_start)]
     t0 = time.perf_counter()
     ledger.record("read", [render_card(index.tool(n)) for n in short])
-    selected = [n for n, _ in index.bm25.rank("", short, limit=k, scores=scores)]
+    selected = [n for n, _ in rk.rank("", short, limit=k, scores=scores)]
     stages.append(StageReport("read", tuple(sorted(short)), ledger.tokens["read"], ledger.records["read"],
                               time.perf_counter() - t0))
     return _finish("flat_summaries", index, ledger, stages, selected, t_start, keep_text)
@@ -161,7 +163,7 @@ class TextTree:
 
 
 def text_hier(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, tree: TextTree | None = None, beam: int = 3,
-              keep_text: bool = False) -> Retrieval:
+              keep_text: bool = False, ranker: str = "bm25") -> Retrieval:
     t_start = time.perf_counter()
     tree = tree or TextTree(index)
     ledger = Ledger(index.counter, keep_text=keep_text)
@@ -178,9 +180,171 @@ def text_hier(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, tree: Text
             seen.extend(tools)
         order = sorted(range(len(clusters)), key=lambda j: (-float(clusters[j].centroid @ q), int(clusters[j].members[0])))
         frontier = [clusters[j] for j in order[:beam]]
-    scores = index.bm25.scores(subgoal.description)
-    selected = [n for n, _ in index.bm25.rank("", [index.names[t] for t in seen], limit=k, scores=scores)]
+    rk = index.ranker(ranker)
+    scores = rk.scores(subgoal.description)
+    selected = [n for n, _ in rk.rank("", [index.names[t] for t in seen], limit=k, scores=scores)]
     stages = [StageReport(s, tuple(sorted(index.names[t] for t in seen)) if s == "leaves" else (),
                           ledger.tokens.get(s, 0), ledger.records.get(s, 0), 0.0) for s in ("summaries", "leaves")]
     stages[0] = dataclasses.replace(stages[0], seconds=time.perf_counter() - t_start)
     return _finish("text_hier", index, ledger, stages, selected, t_start, keep_text)
+
+
+# ---------------------------------------------------------------------------------------------
+# RAPTOR as its paper builds it: bottom-up clustering, a summary per cluster, recursion; at query
+# time the ranker chooses at every level.
+
+def text_scorer(ranker: Any, texts: Sequence[str]) -> Callable[[str], np.ndarray]:
+    """Scores of a query against arbitrary ``texts`` with the same kind of ranker as ``ranker``
+    (BM25 re-indexed over the texts, the encoder's vectors of the texts, or a weighted sum)."""
+    from cocoda_jax.retrieval.encoder import EncoderRanker, SumRanker
+    from cocoda_jax.retrieval.rankers import BM25Ranker
+
+    if isinstance(ranker, SumRanker):
+        parts = [(text_scorer(r, texts), w) for r, w in ranker.parts]
+        return lambda q: sum(w * f(q) for f, w in parts)
+    if isinstance(ranker, EncoderRanker):
+        mat = ranker.embed(list(texts))
+        return lambda q: (mat @ ranker.query_vector(q) * ranker.scale).astype(np.float32)
+    if isinstance(ranker, BM25Ranker):
+        bm = BM25Ranker([str(i) for i in range(len(texts))], list(texts))
+        return bm.scores
+    raise TypeError(f"text_scorer: no text form of ranker {type(ranker).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _RNode:
+    layer: int                   # 1 = clusters of tools
+    children: tuple[int, ...]    # tool positions (layer 1) or node ids of the layer below
+    tools: tuple[int, ...]       # every tool position under the node
+    summary: str
+
+
+class RaptorTree:
+    """RAPTOR's tree over a library (bottom-up, as in its paper): the tools are clustered (seeded,
+    balanced k-means on the ranker's vectors, or TF-IDF for BM25) into groups of about ``branching``;
+    each cluster gets a summary; the summaries are embedded with the same ranker and clustered again,
+    until at most ``branching`` nodes remain (the top layer). Summaries are extractive (no LM here):
+    the cluster's most frequent content words, then the one-line records of the tools nearest its
+    centroid, up to ``summary_max_tokens`` tokens (RAPTOR's abstractive summaries average about 130).
+
+    At query time (:func:`raptor`) the LM reads the top layer's summaries, keeps the ``beam`` the
+    ranker scores best, reads their children's summaries (or, above tools, the tools' one-line
+    records), and so on down; it then picks ``k`` of the tools it read with the ranker. Every level
+    read is charged (cost model b); model a charges the final cards only. Deterministic in ``seed``."""
+
+    def __init__(self, index: RetrievalIndex, ranker: str = "bm25", branching: int = 8,
+                 summary_max_tokens: int = 100, seed: int = 0, keywords: int = 8):
+        if branching < 2:
+            raise ValueError("RaptorTree needs branching >= 2")
+        self.index, self.ranker_name, self.branching, self.seed = index, ranker, branching, seed
+        self.summary_max_tokens, self.keywords = summary_max_tokens, keywords
+        rk = index.ranker(ranker)
+        self._lines = [render_line(index.tool(n)) for n in index.names]
+        base = _tree_vectors(rk, index)
+        self.nodes: list[_RNode] = []
+        layer_items = list(range(len(index.names)))  # tools, then node ids
+        vectors = base
+        layer = 0
+        while len(layer_items) > branching:
+            layer += 1
+            n_clusters = int(np.ceil(len(layer_items) / branching))
+            labels = kmeans(vectors, n_clusters, seed=seed * 1_000_003 + layer, slack=1.25)
+            groups = [np.nonzero(labels == j)[0] for j in range(int(labels.max()) + 1)]
+            groups = [g for g in groups if len(g)]
+            new_items, texts = [], []
+            for g in groups:
+                children = tuple(layer_items[int(i)] for i in g)
+                tools = children if layer == 1 else tuple(t for c in children for t in self.nodes[c].tools)
+                summary = self._summary(np.asarray(tools), base)
+                self.nodes.append(_RNode(layer, children, tools, summary))
+                new_items.append(len(self.nodes) - 1)
+                texts.append(summary)
+            vectors = _text_vectors(rk, texts, base.shape[1]) if len(new_items) > branching else vectors
+            layer_items = new_items
+        self.top = tuple(layer_items)
+        self.top_is_tools = layer == 0
+        self.layers = layer
+        self._scorer = text_scorer(rk, [nd.summary for nd in self.nodes]) if self.nodes else None
+
+    def _summary(self, tools: np.ndarray, base: np.ndarray) -> str:
+        centroid = base[tools].mean(axis=0)
+        sims = base[tools] @ centroid
+        order = tools[np.lexsort((tools, -sims))]
+        counts: dict[str, int] = {}
+        for t in tools.tolist():
+            for w in dict.fromkeys(words(self.index.texts[t])):
+                counts[w] = counts.get(w, 0) + 1
+        kw = sorted(counts, key=lambda w: (-counts[w], w))[: self.keywords]
+        head = f"[{len(tools)} tools] {', '.join(kw)}"
+        c = self.index.counter
+        used, parts = c.count(head), [head]
+        for i in order[:32].tolist():
+            line = self._lines[i]
+            t = c.count(line) + 1
+            if used + t > self.summary_max_tokens:
+                break
+            parts.append(line)
+            used += t
+        return " | ".join(parts)
+
+    def depth(self) -> int:
+        return self.layers
+
+
+def _tree_vectors(rk: Any, index: RetrievalIndex) -> np.ndarray:
+    """Vectors of the tools to cluster: the encoder's (when the ranker has one), else TF-IDF."""
+    from cocoda_jax.retrieval.encoder import EncoderRanker, SumRanker
+
+    parts = [r for r, _ in rk.parts] if isinstance(rk, SumRanker) else [rk]
+    for r in parts:
+        if isinstance(r, EncoderRanker):
+            return r.matrix
+    return TfIdf(list(index.texts)).matrix
+
+
+def _text_vectors(rk: Any, texts: Sequence[str], width: int) -> np.ndarray:
+    from cocoda_jax.retrieval.encoder import EncoderRanker, SumRanker
+
+    parts = [r for r, _ in rk.parts] if isinstance(rk, SumRanker) else [rk]
+    for r in parts:
+        if isinstance(r, EncoderRanker):
+            return r.embed(texts)
+    return TfIdf(list(texts), dims=width).matrix if width else TfIdf(list(texts)).matrix
+
+
+def raptor(index: RetrievalIndex, subgoal: Subgoal, k: int = 8, *, tree: RaptorTree, beam: int = 3,
+           keep_text: bool = False) -> Retrieval:
+    """Tree traversal over a :class:`RaptorTree` (see its docstring) with the tree's ranker."""
+    if beam < 1:
+        raise ValueError("raptor needs beam >= 1")
+    t_start = time.perf_counter()
+    ledger = Ledger(index.counter, keep_text=keep_text)
+    rk = index.ranker(tree.ranker_name)
+    query = subgoal.description
+    node_scores = tree._scorer(query) if tree._scorer is not None else None
+    seen: list[int] = []
+    frontier: tuple[int, ...] = tree.top
+    if tree.top_is_tools:
+        ledger.record("leaves", [tree._lines[t] for t in frontier])
+        seen.extend(frontier)
+        frontier = ()
+    while frontier:
+        nodes = [tree.nodes[i] for i in frontier]
+        ledger.record("summaries", [render_summary(nd.summary) for nd in nodes])
+        order = sorted(range(len(frontier)), key=lambda j: (-float(node_scores[frontier[j]]), frontier[j]))
+        chosen = [frontier[j] for j in order[:beam]]
+        below: list[int] = []
+        for i in chosen:
+            nd = tree.nodes[i]
+            if nd.layer == 1:
+                ledger.record("leaves", [tree._lines[t] for t in nd.children])
+                seen.extend(nd.children)
+            else:
+                below.extend(nd.children)
+        frontier = tuple(below)
+    scores = rk.scores(query)
+    selected = [n for n, _ in rk.rank("", [index.names[t] for t in dict.fromkeys(seen)], limit=k, scores=scores)]
+    stages = [StageReport(s, tuple(sorted(index.names[t] for t in seen)) if s == "leaves" else (),
+                          ledger.tokens.get(s, 0), ledger.records.get(s, 0), 0.0) for s in ("summaries", "leaves")]
+    stages[0] = dataclasses.replace(stages[0], seconds=time.perf_counter() - t_start)
+    return _finish("raptor", index, ledger, stages, selected, t_start, keep_text)

@@ -21,7 +21,8 @@ their cosine over ``temperature``.
 **Training** (:func:`train_encoder`): pairs (text, tool) from the usage records (a solved question
 and each tool its program calls) and from the cards themselves (the tool's name words, its
 description's first sentence, its parameter lines, and random word subsets of its text, each as a
-query for that tool); in-batch softmax (InfoNCE) with every batch entry of the same tool counted as
+query for that tool), and with ``usage_views`` copies of each usage question with 40% of its words
+dropped (so the model leans less on one template's exact words); in-batch softmax (InfoNCE) with every batch entry of the same tool counted as
 a positive; optax AdamW; one ``jax.jit`` pure step over (graph, state). Batches are drawn with keys
 split from ``seed``; the word subsets with a NumPy generator seeded by ``seed``: the same inputs and
 seed give the same weights.
@@ -56,6 +57,7 @@ class EncoderConfig:
     weight_decay: float = 1e-4
     temperature: float = 0.05
     card_views: int = 6
+    usage_views: int = 0
     seed: int = 0
 
     def __post_init__(self):
@@ -68,6 +70,8 @@ class EncoderConfig:
         for name in ("learning_rate", "temperature"):
             if not getattr(self, name) > 0:
                 raise EncoderError(f"EncoderConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        if isinstance(self.usage_views, bool) or not isinstance(self.usage_views, int) or self.usage_views < 0:
+            raise EncoderError(f"EncoderConfig.usage_views must be an int >= 0, got {self.usage_views!r}")
         if not self.weight_decay >= 0:
             raise EncoderError(f"EncoderConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
 
@@ -195,6 +199,11 @@ def training_pairs(tool_names: Sequence[str], tool_texts: Sequence[str], pairs: 
         if tool in position:
             queries.append(text)
             targets.append(position[tool])
+            toks = text.split()
+            for _ in range(config.usage_views):  # the same question with words dropped: less template-bound
+                keep = rng.random(len(toks)) < 0.6
+                queries.append(" ".join(t for t, k in zip(toks, keep) if k) or text)
+                targets.append(position[tool])
     for i, (n, t) in enumerate(zip(tool_names, tool_texts)):
         for v in card_views(n, t, rng, config.card_views):
             queries.append(v)

@@ -8,8 +8,10 @@ A question states values in text: ``450``, ``9.8``, ``'ticket_001'``, ``[1, 2, 3
   written as a string, a number list may also be a list of strings (``STR_READING`` extra);
 * file names (``notes.txt``, ``data/report.csv``) the extractor does not quote become ``str``
   arguments, after the values;
-* the question's words can always supply ``str`` and ``bool`` parameters (a city, a preference),
-  at :attr:`~cocoda_jax.types.EvidenceCosts.inferred`; numbers, lists and tables must be stated.
+* number words (``three bottles``) are numbers too;
+* the question's words can always supply ``str``, ``bool`` and ``list[str]`` parameters (a city, a
+  preference, "apples, rice and water"), at :attr:`~cocoda_jax.types.EvidenceCosts.inferred`;
+  numbers, number lists and tables must be stated.
 
 :func:`enum_literals` reads a tool's enumerated parameter values from its pre-conditions
 (``unit in ('celsius', 'fahrenheit')``, as the BFCL converter writes them);
@@ -62,14 +64,28 @@ def value_readings(value: Any, declared: Type) -> Arg:
     return Arg((declared,))
 
 
-def question_evidence(subgoal: Subgoal, free: tuple[Type, ...] = (STR, BOOL)) -> Evidence:
+FREE = (STR, BOOL, list_of(STR))
+_NUMBER_WORDS = re.compile(r"\b(two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|hundred|thousand|dozen)\b",
+                           re.I)
+
+
+def question_evidence(subgoal: Subgoal, free: tuple[Type, ...] = FREE) -> Evidence:
     """The L1 evidence of a subgoal: its values' readings (or its declared input types when it has
-    no values), then the unquoted file names of its text; ``free`` types come from the words."""
-    if subgoal.values is None:
-        args = [Arg((t,)) for t in subgoal.inputs]
+    no values), then the unquoted file names and number words of its text; ``free`` types come from
+    the words (a city, a flag, an enumeration "apples, rice and water"). A question quoted whole
+    (``"Can you ... 5 meters"``) is read inside its quotes, not as one string value."""
+    values, inputs = subgoal.values, subgoal.inputs
+    text = subgoal.description.strip()
+    if values is not None and len(values) == 1 and isinstance(values[0], str) and len(values[0]) > 0.5 * len(text):
+        from cocoda_jax.retrieval.subgoals import extract_subgoal
+        inner = extract_subgoal(values[0], subgoal.output)
+        values, inputs = inner.values, inner.inputs
+    if values is None:
+        args = [Arg((t,)) for t in inputs]
     else:
-        args = [value_readings(v, t) for v, t in zip(subgoal.values, subgoal.inputs)]
-    args += [Arg((STR,)) for _ in file_names(subgoal.description)]
+        args = [value_readings(v, t) for v, t in zip(values, inputs)]
+    args += [Arg((STR,)) for _ in file_names(text)]
+    args += [Arg((INT, FLOAT), (0.0, 0.0)) for _ in _NUMBER_WORDS.finditer(text)]
     return Evidence(tuple(args), tuple(free), subgoal.output)
 
 
@@ -109,4 +125,4 @@ def literal_hits(literals: frozenset[str], text: str) -> int:
     return hits
 
 
-__all__ = ["STR_READING", "enum_literals", "file_names", "literal_hits", "question_evidence", "value_readings"]
+__all__ = ["FREE", "STR_READING", "enum_literals", "file_names", "literal_hits", "question_evidence", "value_readings"]

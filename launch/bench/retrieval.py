@@ -96,6 +96,11 @@ _DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's question
 _SPLIT = flags.DEFINE_enum("split", "val", ["val", "test"], "Which held-out questions (--domain mode).")
 _HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "config.domain.heldout (--domain mode).")
 _GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
+_RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid"],
+                            "--domain mode: the ranker that stands for the LM's choice in the optional-aware cascade, "
+                            "flat_ranker and the RAPTOR tree (encoder: the dual encoder trained here on the cards and "
+                            "usage records; hybrid: BM25 + encoder); 'none': the signature cascade and BM25 only.")
+_ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row per cascade stage switched off.")
 
 
 def _mechanical(r) -> int:
@@ -174,9 +179,24 @@ def goals(result: dict) -> dict:
     return g
 
 
+#: One stage of the ranked cascade off (or changed) at a time, in --domain mode.
+DOMAIN_ABLATIONS = {
+    "no_L1": {"l1_max_cost": 1e18, "l2_cost_weight": 0.0},
+    "L1_evidence": {"l1_mode": "evidence"},
+    "no_climb_descend": {"climb": False, "descend": False},
+    "no_L3": {"l3": False},
+    "no_L4": {"l4": False},
+    "no_usage": {"prior_weight": 0.0},
+    "ranker_bm25": {"ranker": "bm25"},
+}
+
+
 def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
-                     grow_library_to: int = 0, n_train: int = 2000) -> dict:
-    """The ``--domain`` mode (see the module doc)."""
+                     grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
+                     ablation: bool = False) -> dict:
+    """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
+    cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
+    the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``."""
     from configs import default
     from cocoda_jax.coevolve.abstractor import AbstractorConfig
     from cocoda_jax.coevolve.rounds import warm_library
@@ -226,12 +246,52 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
         "flat_usage": flat_usage,
         "text_hier": lambda t: baselines.text_hier(index, question_subgoal(t), k, tree=tree),
     }
+    extra: dict = {}
+    if ranker is not None:
+        import dataclasses
+
+        from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder
+
+        if ranker != "bm25":
+            t0 = time.perf_counter()
+            pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
+            enc = train_encoder(index.names, index.texts, pairs, EncoderConfig(seed=seed))
+            rk = EncoderRanker(enc, index.names, index.texts)
+            index.add_ranker("encoder", rk)
+            index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, 1.0)]))
+            extra["encoder"] = {"train_s": round(time.perf_counter() - t0, 1), "pairs": enc.pairs,
+                                "usage_pairs": len(pairs), "loss_first": round(enc.losses[0], 4),
+                                "loss_last": round(enc.losses[-1], 4)}
+        ranked = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker=ranker,
+                                     prior_weight=base.usage_weight)
+        raptor_tree = baselines.RaptorTree(index, ranker, branching=6, seed=seed)
+
+        def ranked_cascade(cfg):
+            def run(t):
+                prior = usage.votes(t.question, base.neighbours, exclude=str(t.id)) if cfg.prior_weight else None
+                return retrieve(index, question_subgoal(t), cfg, prior=prior)
+            return run
+
+        runners["typed_dag_ranked"] = ranked_cascade(ranked)
+        runners["flat_ranker"] = lambda t: baselines.flat(index, question_subgoal(t), k, ranker=ranker)
+        runners["flat_ranker_usage"] = lambda t: baselines.flat(
+            index, question_subgoal(t), k, ranker=ranker, prior=usage.votes(t.question, base.neighbours,
+                                                                             exclude=str(t.id)),
+            prior_weight=base.usage_weight)
+        runners["raptor"] = lambda t: baselines.raptor(index, question_subgoal(t), k, tree=raptor_tree, beam=2)
+        if ablation:
+            for name, changes in DOMAIN_ABLATIONS.items():
+                if name != "ranker_bm25" or ranker != "bm25":
+                    runners[f"ablate_{name}"] = ranked_cascade(dataclasses.replace(ranked, **changes))
+        extra["ranker"] = ranker
+        extra["raptor"] = {"branching": 6, "beam": 2, "layers": raptor_tree.depth()}
     gold = [gold_tool_sets(t, snap) for t in tasks]
     out = {"domain": domain, "split": split, "heldout": heldout, "k": k, "queries": len(tasks), "seed": seed,
            "library_size": len(snap), "composites": sum(snap.is_composite(n) for n in snap.names()),
            "warm_s": round(warm_s, 1), "tokenizer": counter.name,
            "full_bare_list_tokens": counter.count("\n".join(snap.topological_order())),
-           "full_card_list_tokens": baselines._all_cards_tokens(index)[1], "methods": {}, "cost_model": COST_MODEL}
+           "full_card_list_tokens": baselines._all_cards_tokens(index)[1], "methods": {}, "cost_model": COST_MODEL,
+           **extra}
     for name, fn in runners.items():
         found, share, toks, mech, bare, ms = [], [], [], [], [], []
         for t, sets in zip(tasks, gold):
@@ -260,11 +320,14 @@ def main(argv):
     n_queries = _QUERIES.value if _QUERIES.value is not None else 200
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
-        _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL))
+        ranker = None if _RANKER.value == "none" else _RANKER.value
+        _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL, ranker=ranker,
+                              ablation=_ABLATION.value))
         return
     if _DOMAIN.value:
+        ranker = None if _RANKER.value == "none" else _RANKER.value
         _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, n_queries, _SEED.value, counter,
-                                _HELDOUT.value, _GROW.value))
+                                _HELDOUT.value, _GROW.value, ranker=ranker, ablation=_ABLATION.value))
         return
     sizes = [int(s) for s in _SIZES.value]
     sandbox = None

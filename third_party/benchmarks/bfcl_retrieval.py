@@ -222,10 +222,70 @@ def tune(index: RetrievalIndex, queries: Sequence[BfclQuery], lib: B.BfclLibrary
     return grid[best], rows
 
 
+#: The typed cascade's knobs tuned on the tuning quarter (``ranker`` mode): (l1_max_cost,
+#: l2_cost_weight, usage weight, literal weight).
+TYPED_GRID: tuple[tuple[float, float, float, float], ...] = tuple(
+    (c, w, u, lw) for c in (1.5, 3.0, math.inf) for w in (0.3, 1.0) for u in (0.0, 5.0, 20.0) for lw in (0.0, 2.0))
+
+#: RAPTOR tree settings tuned on the tuning quarter: (branching, beam).
+TREE_GRID: tuple[tuple[int, int], ...] = tuple((b, m) for b in (6, 10) for m in (2, 4, 8, 16))
+
+
+def quarters(validation: Sequence[BfclQuery]) -> tuple[tuple[BfclQuery, ...], tuple[BfclQuery, ...]]:
+    """(usage, tuning): the validation half split by ``crc32(id) % 4`` (0: usage records, the
+    encoder's and the votes' training data; 2: knob tuning), so no knob is tuned on questions the
+    ranker was trained on, and the test half is never seen."""
+    return (tuple(q for q in validation if _hash(q.id) % 4 == 0),
+            tuple(q for q in validation if _hash(q.id) % 4 != 0))
+
+
+def typed_config(k: int, l1_max_cost: float, l2_cost_weight: float, literal_weight: float, ranker: str,
+                 **changes) -> CascadeConfig:
+    """The optional-aware cascade (``l1_mode="evidence"``) as :func:`cascade_config` sets it up."""
+    base = cascade_config(k, l1_max_cost, l2_cost_weight)
+    return dataclasses.replace(base, l1_mode="evidence", evidence_extra=0.05, literal_weight=literal_weight,
+                               ranker=ranker, **changes)
+
+
+def add_rankers(index: RetrievalIndex, usage: Sequence[BfclQuery], config: Any = None) -> dict:
+    """Trains the dual encoder on the pool's cards and the usage quarter's (question, gold tool)
+    pairs and registers ``encoder`` and ``hybrid`` (BM25 + encoder) on ``index``; returns facts."""
+    from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder
+
+    config = config or EncoderConfig(steps=600)
+    t0 = time.perf_counter()
+    pairs = [(q.text, g) for q in usage for g in sorted(q.gold)]
+    enc = train_encoder(index.names, index.texts, pairs, config)
+    rk = EncoderRanker(enc, index.names, index.texts)
+    index.add_ranker("encoder", rk)
+    index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, 1.0)]))
+    return {"train_s": round(time.perf_counter() - t0, 1), "pairs": enc.pairs, "usage_pairs": len(pairs),
+            "steps": config.steps, "width": config.width, "buckets": config.buckets, "seed": config.seed,
+            "loss_first": round(enc.losses[0], 4), "loss_last": round(enc.losses[-1], 4)}
+
+
+def _usage_index(usage: Sequence[BfclQuery]):
+    from cocoda_jax.retrieval.usage import UsageIndex, UsageRecord
+
+    return UsageIndex([UsageRecord(q.id, q.text, frozenset(q.gold)) for q in usage])
+
+
+def _typed_runner(index: RetrievalIndex, cfg: CascadeConfig, votes: Any, usage_weight: float):
+    def run_one(sg: Subgoal) -> Retrieval:
+        prior = votes.votes(sg.description, 10) if (votes is not None and usage_weight) else None
+        return retrieve(index, sg, dataclasses.replace(cfg, prior_weight=usage_weight or cfg.prior_weight), prior=prior)
+    return run_one
+
+
 def run(k: int = 8, n_queries: int | None = None, counter: TokenCounter | None = None, *,
         categories: Sequence[str] = CATEGORIES, classes: Sequence[str] = B.MULTI_TURN_CLASSES,
-        grid: Sequence[tuple[float, float]] = TUNING_GRID, cost_model: Mapping[str, str] | None = None) -> dict:
-    """The ``--domain=bfcl`` benchmark (see the module docstring); returns the JSON-ready result."""
+        grid: Sequence[tuple[float, float]] = TUNING_GRID, cost_model: Mapping[str, str] | None = None,
+        ranker: str | None = None, typed_grid: Sequence[tuple[float, float, float, float]] = TYPED_GRID,
+        tree_grid: Sequence[tuple[int, int]] = TREE_GRID, ablation: bool = False, encoder: Any = None) -> dict:
+    """The ``--domain=bfcl`` benchmark (see the module docstring); returns the JSON-ready result.
+    ``ranker`` (``bm25``, ``encoder`` or ``hybrid``) adds the optional-aware cascade, the RAPTOR
+    tree and flat retrieval with that ranker (:func:`run_ranked`); ``None``: the signature cascade
+    only, as before. ``ablation``: one stage of the typed cascade off at a time."""
     t_start = time.perf_counter()
     counter = counter or default_counter()
     t0 = time.perf_counter()
@@ -249,6 +309,11 @@ def run(k: int = 8, n_queries: int | None = None, counter: TokenCounter | None =
         "text_hier": lambda sg: baselines.text_hier(index, sg, k, tree=tree),
     }
     methods = {name: evaluate(fn, test, lib, counter) for name, fn in runners.items()}
+    extra: dict[str, Any] = {}
+    if ranker is not None:
+        extra = run_ranked(index, val, test, lib, counter, k, ranker, typed_grid, tree_grid, ablation, encoder)
+        methods["typed_dag_signature"] = methods["typed_dag"]
+        methods.update(extra.pop("methods"))
     typed, flat = methods["typed_dag"], methods["flat"]
     goals = {
         "recall_no_worse_than_flat": typed["all_gold_found"] >= flat["all_gold_found"],
@@ -256,6 +321,20 @@ def run(k: int = 8, n_queries: int | None = None, counter: TokenCounter | None =
         "goal_10x_fewer_tokens": flat["tokens"] / typed["tokens"] >= 10,
         "cost_model_a_flat_over_typed_tokens": flat["tokens_mechanical"] / typed["tokens_mechanical"],
     }
+    if ranker is not None:
+        tree = methods["raptor"]
+        goals.update({
+            "recall_over_flat_bm25_points": 100 * (typed["all_gold_found"] - flat["all_gold_found"]),
+            "goal_plus_5_points_over_flat_bm25": typed["all_gold_found"] >= flat["all_gold_found"] + 0.05,
+            "recall_over_flat_same_ranker_points": 100 * (typed["all_gold_found"]
+                                                          - methods["flat_ranker"]["all_gold_found"]),
+            "raptor_over_typed_tokens": tree["tokens"] / typed["tokens"],
+            "goal_tree_recall_with_fewer_tokens": typed["all_gold_found"] >= tree["all_gold_found"]
+            and typed["tokens"] < tree["tokens"],
+            "tree_frontier_dominated": not any(
+                p["all_gold_found"] >= typed["all_gold_found"] and p["tokens"] <= typed["tokens"]
+                for p in extra["raptor_frontier"]),
+        })
     return {
         "domain": "bfcl", "split": "test", "k": k, "queries": len(test), "validation_queries": len(val),
         "queries_per_category": {cat: sum(q.category == cat for q in test) for cat in categories},
@@ -268,9 +347,86 @@ def run(k: int = 8, n_queries: int | None = None, counter: TokenCounter | None =
                    "untuned": {"l1_cap": tuned.l1_cap, "l2_shortlist": tuned.l2_shortlist, "l2_keep": tuned.l2_keep}},
         "query_signature": "literals of the question text (extract_values) as inputs, result Any",
         "methods": methods, "goals": goals, "cost_model": dict(cost_model or {}),
-        "build_s": round(build_s, 1), "tune_s": round(tune_s, 1), "wall_s": round(time.perf_counter() - t_start, 1),
+        "build_s": round(build_s, 1), "tune_s": round(tune_s, 1), **extra,
+        "wall_s": round(time.perf_counter() - t_start, 1),
     }
 
 
-__all__ = ["BfclQuery", "CATEGORIES", "Pool", "TUNING_GRID", "build_pool", "cascade_config", "evaluate",
-           "gold_scores", "question_subgoal", "question_text", "run", "split", "tune"]
+def run_ranked(index: RetrievalIndex, val: Sequence[BfclQuery], test: Sequence[BfclQuery], lib: B.BfclLibrary,
+               counter: TokenCounter, k: int, ranker: str, typed_grid, tree_grid, ablation: bool,
+               encoder: Any = None) -> dict:
+    """The ranker-mode methods: ``typed_dag`` (the optional-aware cascade, knobs tuned on the
+    tuning quarter), ``flat_ranker`` (flat with the same ranker), ``flat_ranker_usage`` (plus the
+    same usage votes), ``raptor`` (the RAPTOR tree with the same ranker, branching and beam tuned
+    on the tuning quarter), the tree's test frontier over its grid, and with ``ablation`` one row
+    per stage switched off (:data:`ABLATIONS`)."""
+    from cocoda_jax.retrieval.baselines import RaptorTree, flat as flat_fn, raptor
+
+    usage, tuning = quarters(val)
+    facts: dict[str, Any] = {"usage_queries": len(usage), "tuning_queries": len(tuning), "ranker": ranker}
+    if ranker != "bm25" and ranker not in index.rankers:
+        facts["encoder"] = add_rankers(index, usage, encoder)
+    votes = _usage_index(usage)
+    t0 = time.perf_counter()
+    rows = []
+    for c, w, u, lw in typed_grid:
+        cfg = typed_config(k, c, w, lw, ranker)
+        m = evaluate(_typed_runner(index, cfg, votes, u), tuning, lib, counter)
+        rows.append({"l1_max_cost": c if math.isfinite(c) else "inf", "l2_cost_weight": w, "usage_weight": u,
+                     "literal_weight": lw, "all_gold_found": m["all_gold_found"], "tokens": m["tokens"]})
+    best = min(range(len(rows)), key=lambda i: (-rows[i]["all_gold_found"], rows[i]["tokens"], i))
+    c, w, u, lw = typed_grid[best]
+    cfg = typed_config(k, c, w, lw, ranker)
+    trees: dict[int, RaptorTree] = {}
+    tree_rows = []
+    for br, beam in tree_grid:
+        if br not in trees:
+            trees[br] = RaptorTree(index, ranker, branching=br)
+        m = evaluate(lambda sg: raptor(index, sg, k, tree=trees[br], beam=beam), tuning, lib, counter)
+        tree_rows.append({"branching": br, "beam": beam, "layers": trees[br].depth(),
+                          "all_gold_found": m["all_gold_found"], "tokens": m["tokens"]})
+    tb = min(range(len(tree_rows)), key=lambda i: (-tree_rows[i]["all_gold_found"], tree_rows[i]["tokens"], i))
+    br, beam = tree_grid[tb]
+    facts["typed_tuning"] = {"grid": rows, "chosen": rows[best] | {"evidence_extra": cfg.evidence_extra},
+                             "selected_on": "tuning quarter (crc32(id) % 4 == 2), highest all_gold_found, then "
+                                            "fewer tokens"}
+    facts["raptor_tuning"] = {"grid": tree_rows, "chosen": tree_rows[tb]}
+    facts["ranked_tune_s"] = round(time.perf_counter() - t0, 1)
+    runners = {
+        "typed_dag": _typed_runner(index, cfg, votes, u),
+        "flat_ranker": lambda sg: flat_fn(index, sg, k, ranker=ranker),
+        "flat_ranker_usage": lambda sg: flat_fn(index, sg, k, ranker=ranker, prior=votes.votes(sg.description, 10),
+                                                 prior_weight=u or 20.0),
+        "raptor": lambda sg: raptor(index, sg, k, tree=trees[br], beam=beam),
+    }
+    if ablation:
+        for name, (changes, weight) in ABLATIONS.items():
+            if name == "ranker_bm25" and ranker == "bm25":
+                continue
+            runners[f"ablate_{name}"] = _typed_runner(index, dataclasses.replace(cfg, **changes),
+                                                      votes, u if weight is None else weight)
+    methods = {name: evaluate(fn, test, lib, counter) for name, fn in runners.items()}
+    frontier = []
+    for br2, beam2 in tree_grid:
+        m = evaluate(lambda sg: raptor(index, sg, k, tree=trees[br2], beam=beam2), test, lib, counter)
+        frontier.append({"branching": br2, "beam": beam2, "all_gold_found": m["all_gold_found"],
+                         "tokens": m["tokens"], "tokens_mechanical": m["tokens_mechanical"]})
+    return facts | {"methods": methods, "raptor_frontier": frontier}
+
+
+#: One stage of the tuned typed cascade off at a time: (config changes, usage weight or None to keep).
+ABLATIONS: dict[str, tuple[dict, float | None]] = {
+    "no_L1": ({"l1_max_cost": 1e18, "l2_cost_weight": 0.0}, None),
+    "L1_signature": ({"l1_mode": "signature"}, None),
+    "no_climb_descend": ({"climb": False, "descend": False}, None),
+    "no_L3": ({"l3": False}, None),
+    "no_L4": ({"l4": False}, None),
+    "no_usage": ({}, 0.0),
+    "no_literals": ({"literal_weight": 0.0}, None),
+    "ranker_bm25": ({"ranker": "bm25"}, None),
+}
+
+
+__all__ = ["ABLATIONS", "BfclQuery", "CATEGORIES", "Pool", "TREE_GRID", "TUNING_GRID", "TYPED_GRID", "add_rankers",
+           "build_pool", "cascade_config", "evaluate", "gold_scores", "quarters", "question_subgoal", "question_text",
+           "run", "run_ranked", "split", "tune", "typed_config"]

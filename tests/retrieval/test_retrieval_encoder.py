@@ -1,0 +1,86 @@
+"""The dual encoder: deterministic from its seed, learns its pairs, ranks alike for every method."""
+
+import chex
+import numpy as np
+import pytest
+
+from cocoda_jax.retrieval import baselines
+from cocoda_jax.retrieval.encoder import (
+    EncoderConfig, EncoderError, EncoderRanker, HashedFeaturizer, SumRanker, card_views, train_encoder,
+)
+from cocoda_jax.retrieval.subgoals import extract_subgoal
+
+NAMES = ("add_tax", "count_words", "days_between", "mean_of", "to_upper", "loan_payment")
+TEXTS = ("add tax: Adds a sales tax rate to a price.", "count words: Number of words in a text.",
+         "days between: Days from one date to another.", "mean of: The average of a list of numbers.",
+         "to upper: Upper-case a string.", "loan payment: Monthly payment of a loan at a yearly rate.")
+PAIRS = (("how much is the bill after sales tax", "add_tax"), ("average score of the class", "mean_of"),
+         ("how long until my birthday", "days_between"), ("what do I pay each month on my mortgage", "loan_payment"))
+TINY = EncoderConfig(buckets=512, max_len=24, width=8, steps=40, batch=16, learning_rate=3e-2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train_encoder(NAMES, TEXTS, PAIRS, TINY)
+
+
+def test_featurizer_is_deterministic_and_padded():
+    f = HashedFeaturizer(64, 10)
+    ids, mask = f(["Adds a tax", ""])
+    chex.assert_shape(ids, (2, 10))
+    assert ids.dtype == np.int32 and mask[1].sum() == 0 and mask[0].sum() > 0
+    assert (ids[0] < 64).all() and (ids[0][mask[0] > 0] > 0).all()
+    np.testing.assert_array_equal(ids, HashedFeaturizer(64, 10)(["Adds a tax", ""])[0])
+
+
+def test_training_is_deterministic_from_the_seed_and_lowers_the_loss(trained):
+    again = train_encoder(NAMES, TEXTS, PAIRS, TINY)
+    chex.assert_trees_all_close(trained.losses, again.losses)
+    chex.assert_trees_all_close(trained.embed_tools(TEXTS), again.embed_tools(TEXTS))
+    assert np.mean(trained.losses[-5:]) < np.mean(trained.losses[:5])
+    other = train_encoder(NAMES, TEXTS, PAIRS, EncoderConfig(**{**TINY.__dict__, "seed": 4}))
+    assert not np.allclose(trained.embed_tools(TEXTS), other.embed_tools(TEXTS))
+
+
+def test_ranker_scores_align_with_names_and_find_trained_pairs(trained):
+    rk = EncoderRanker(trained, NAMES, TEXTS)
+    s = rk.scores("how much is the bill after sales tax")
+    chex.assert_shape(s, (len(NAMES),))
+    assert rk.rank("how much is the bill after sales tax", limit=2)[0][0] == "add_tax"
+    vecs = rk.embed(TEXTS)
+    chex.assert_trees_all_close(np.linalg.norm(vecs, axis=1), np.ones(len(NAMES)), atol=1e-5)
+
+
+def test_every_method_ranks_with_the_registered_ranker(trained, shop):
+    snap, index = shop
+    enc = train_encoder(index.names, index.texts, (), TINY)
+    rk = EncoderRanker(enc, index.names, index.texts)
+    index.add_ranker("encoder_t", rk)
+    sg = extract_subgoal("upper-case the label of a product", "str")
+    top = rk.rank(sg.description, limit=3)
+    assert [n for n, _ in top] == list(baselines.flat(index, sg, 3, ranker="encoder_t").selected)
+    with pytest.raises(ValueError):
+        baselines.flat(index, sg, 3, ranker="nope")
+    with pytest.raises(ValueError):
+        index.add_ranker("bad", EncoderRanker(trained, NAMES, TEXTS))
+
+
+def test_bad_input_raises_typed_errors(trained):
+    with pytest.raises(EncoderError):
+        EncoderConfig(width=0)
+    with pytest.raises(EncoderError):
+        EncoderConfig(temperature=0.0)
+    with pytest.raises(EncoderError):
+        train_encoder(NAMES, TEXTS[:2], (), TINY)
+    with pytest.raises(EncoderError):
+        SumRanker([])
+    a = EncoderRanker(trained, NAMES, TEXTS)
+    b = EncoderRanker(trained, NAMES[:2], TEXTS[:2])
+    with pytest.raises(EncoderError):
+        SumRanker([(a, 1.0), (b, 1.0)])
+
+
+def test_card_views_are_seeded():
+    v1 = card_views("add_tax", TEXTS[0] + " Parameters: price: the price", np.random.default_rng(0), 5)
+    v2 = card_views("add_tax", TEXTS[0] + " Parameters: price: the price", np.random.default_rng(0), 5)
+    assert v1 == v2 and v1[0] == "add tax" and len(v1) == 5
