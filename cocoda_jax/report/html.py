@@ -447,10 +447,11 @@ def _section(anchor: str, title: str, body: str) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    """An HTML table; header cells are escaped here, row cells must already be markup."""
+    """An HTML table in its own horizontally scrolling box (a wide table never widens the page);
+    header cells are escaped here, row cells must already be markup."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return (f'<div class="scroll"><table class="{_e(cls)}"><thead><tr>{head}</tr></thead>'
+    return (f'<div class="tablebox"><table class="{_e(cls)}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{body}</tbody></table></div>')
 
 
@@ -459,11 +460,17 @@ def _badge(outcome: Any) -> str:
     return f'<span class="badge" style="background:{color}">{_e(label)}</span>'
 
 
+def _breakable(name: Any) -> str:
+    """``name`` escaped, with a line-break chance after each underscore: long tool names wrap at
+    their words inside a narrow table cell instead of widening the table."""
+    return "_<wbr>".join(_e(part) for part in str(name).split("_"))
+
+
 def _names(names: Sequence[Any], limit: int = MAX_NAMES_LISTED) -> str:
     names = [str(n) for n in names]
     if not names:
         return '<span class="na">&ndash;</span>'
-    shown = ", ".join(f"<code>{_e(n)}</code>" for n in names[:limit])
+    shown = ", ".join(f"<code>{_breakable(n)}</code>" for n in names[:limit])
     if len(names) > limit:
         shown += f" <span class=\"na\">and {len(names) - limit} more</span>"
     return shown
@@ -485,8 +492,7 @@ def _summary(report: Mapping[str, Any], rounds: list[dict]) -> str:
          f"{_num(lib.get('primitives'))} primitives, {_num(lib.get('composites'))} composites, "
          f"max depth {_num(lib.get('max_depth'))}"),
         ("composite share", _pct(report.get("composite_share")), _e("of the tool calls in validation (final state)")),
-        ("retrieval cost", f"{_num(report.get('retrieval_tokens_per_query'), 1)}",
-         _e("tokens shown to the LM per query (final state)")),
+        *_retrieval_cards(report),
         ("wall time", _seconds(report.get("wall_s")), _e("sum over the rounds (round 0 includes SFT)")),
     ]
     base = report.get("baseline_frozen_library")
@@ -609,11 +615,99 @@ def _library_section(report: Mapping[str, Any], rounds: list[dict], libraries: l
     return _section("library", "Library growth", "".join(parts))
 
 
-def _dag_section(workdir: pathlib.Path, notes: list[str]) -> str:
+#: The inline DAG's font size (px) and the width its layers wrap at (px): it fits a laptop's page
+#: at full size, and a narrower window scrolls it in its box instead of shrinking the text.
+DAG_FONT_PX = 12.0
+DAG_MAX_WIDTH = 1040.0
+
+_SUB = ' class="sub"'
+#: The DAG's label font: monospace, so a label's width follows from its length (the layout's premise);
+#: set on the SVG itself, so the drawing keeps it outside this page too.
+_MONO = "DejaVu Sans Mono, Menlo, Consolas, Liberation Mono, monospace"
+_DAG_KINDS = {"composite": ("#9ecae1", "composite (calls other tools)"),
+              "primitive": ("#c7e9c0", "tool without children")}
+
+
+def _dag_graph(report: Mapping[str, Any], libraries: list[tuple[int, Any]], notes: list[str]):
+    """(graph, where from) of the final library: the last saved snapshot, else report.json's
+    ``composites`` (which name only the tools a composite calls), else (None, "")."""
+    from cocoda_jax.library.draw import DrawingError, graph_from_composites, to_networkx
+    if libraries:
+        n, snap = libraries[-1]
+        return to_networkx(snap), f"library/round_{n:03d}.json"
+    comps = _dicts(report.get("composites"))
+    if comps:
+        try:
+            return graph_from_composites(comps), "the composites of report.json"
+        except DrawingError as err:
+            notes.append(f"report.json's composites cannot be drawn: {err}")
+    return None, ""
+
+
+def _tool_tip(graph, name: str) -> str:
+    d = graph.nodes[name]
+    tip = f"{name}: depth {d.get('depth')}"
+    if d.get("composite"):
+        calls = [f"{c} \u00d7{graph.edges[name, c]['multiplicity']}" if graph.edges[name, c]["multiplicity"] > 1
+                 else c for c in sorted(graph.successors(name), key=lambda c: graph.edges[name, c]["order"])]
+        tip += f", flat calls {d.get('flat')}, \u03a6 {d.get('phi')} (saved calls); calls {', '.join(calls)}"
+    callers = sorted(graph.predecessors(name))
+    if callers:
+        tip += f"; called by {', '.join(callers)}"
+    if d.get("signature"):
+        tip += f"\n{d['signature']}"
+    if d.get("description"):
+        tip += f"\n{d['description']}"
+    return tip
+
+
+def dag_svg(graph, *, font_px: float = DAG_FONT_PX, max_width: float = DAG_MAX_WIDTH) -> tuple[str, Any]:
+    """(inline SVG markup, layout) of the library graph on :func:`~cocoda_jax.library.draw.layered_layout`:
+    one box per tool, labels in a monospace font cut at
+    :data:`~cocoda_jax.library.draw.MAX_LABEL_CHARS`; hovering a box shows its whole name, Phi,
+    calls, callers, signature and description (an SVG ``<title>``, no script)."""
+    from cocoda_jax.library.draw import layered_layout, node_kind
+
+    layout = layered_layout(graph, font_size=font_px, max_width=max_width)
+    m = 8.0
+    w, h = layout.width + 2 * m, layout.height + 2 * m
+    parts = []
+    for u, v, d in graph.edges(data=True):
+        if u in layout.boxes and v in layout.boxes:
+            (ux, _), (vx, _) = layout.centre(u), layout.centre(v)
+            k = d.get("multiplicity", 1)
+            parts.append(f'<line x1="{vx + m:.1f}" y1="{layout.boxes[v][1] + m:.1f}" x2="{ux + m:.1f}" '
+                         f'y2="{layout.boxes[u][3] + m:.1f}" stroke-width="{min(1.0 + 0.8 * (k - 1), 4):.1f}">'
+                         f'<title>{_e(u)} calls {_e(v)}{f" ({k} times)" if k > 1 else ""}</title></line>')
+    for n, (x0, y0, x1, y1) in layout.boxes.items():
+        color = _DAG_KINDS[node_kind(graph, n)][0]
+        lines = layout.labels[n]
+        step = 1.25 * font_px
+        first = (y0 + y1) / 2 - step * (len(lines) - 1) / 2 + 0.35 * font_px
+        text = "".join(f'<text x="{(x0 + x1) / 2 + m:.1f}" y="{first + i * step + m:.1f}"'
+                       f'{_SUB if i else ""}>{_e(line)}</text>' for i, line in enumerate(lines))
+        parts.append(f'<g class="tool"><title>{_e(_tool_tip(graph, n))}</title>'
+                     f'<rect x="{x0 + m:.1f}" y="{y0 + m:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="4" '
+                     f'fill="{color}" stroke="#444" stroke-width="0.8"/>{text}</g>')
+    markup = (f'<svg class="dag-own" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w:.0f} {h:.0f}" '
+              f'width="{w:.0f}" height="{h:.0f}" role="img" aria-label="the learned library DAG" '
+              f'font-size="{font_px:g}" text-anchor="middle" font-family="{_MONO}">'
+              '<title>the learned library DAG</title>'
+              f'<g class="edges" stroke="#888" stroke-opacity="0.7">{"".join(p for p in parts if p.startswith("<line"))}</g>'
+              + "".join(p for p in parts if not p.startswith("<line")) + "</svg>")
+    return markup, layout
+
+
+def _dag_section(report: Mapping[str, Any], libraries: list[tuple[int, Any]], workdir: pathlib.Path,
+                 notes: list[str]) -> str:
+    graph, source = _dag_graph(report, libraries, notes)
+    if graph is not None and len(graph):
+        return _dag_drawn(report, graph, source)
     path = workdir / "plots" / "library_dag.svg"
     if not path.is_file():
-        notes.append("no plots/library_dag.svg: the DAG drawing is not shown")
-        return _section("dag", "The learned DAG", '<p class="na">No drawing (plots/library_dag.svg is missing).</p>')
+        notes.append("no library, no composites and no plots/library_dag.svg: the DAG drawing is not shown")
+        return _section("dag", "The learned DAG", '<p class="na">No drawing (no library/round_XXX.json, no '
+                                                  'composites in report.json, plots/library_dag.svg is missing).</p>')
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -626,6 +720,35 @@ def _dag_section(workdir: pathlib.Path, notes: list[str]) -> str:
                     '<p class="hint">Primitives at the bottom, deeper composites higher; an edge goes from a tool '
                     'to the composite that calls it. Green: starting primitives, blue: composites.</p>'
                     f'<div class="dag scroll">{markup}</div>')
+
+
+def _dag_drawn(report: Mapping[str, Any], graph, source: str) -> str:
+    from cocoda_jax.library.draw import MAX_DRAWN_TOOLS, MAX_LABEL_CHARS
+
+    markup, layout = dag_svg(graph)
+    lib = report.get("library") if isinstance(report.get("library"), Mapping) else {}
+    composites = sum(1 for n in graph if graph.nodes[n]["composite"])
+    total = lib.get("size") if _is_real(lib.get("size")) else len(graph)
+    drawn = len(layout.boxes)
+    caption = (f"{drawn} of {_plain(total)} tools drawn ({composites} composites), from {_e(source)}. "
+               "Deepest composites on top, tools without children at the bottom; a line joins a composite "
+               "(above) to each tool it calls (thicker: called more than once). "
+               f"Names longer than {MAX_LABEL_CHARS} characters are cut in the middle; hover a box for the "
+               "whole name, its calls and callers.")
+    after = []
+    if layout.hidden:
+        after.append(f"<p>Tools called by no composite, not drawn ({len(layout.hidden)}): "
+                     f"{_names(layout.hidden)}</p>")
+    unlisted = (total - len(graph)) if _is_real(total) else 0
+    if unlisted > 0:
+        after.append(f"<p>{_plain(unlisted)} tools called by no composite are not drawn (report.json names only "
+                     "the tools a composite calls).</p>")
+    if layout.capped:
+        after.append(f"<p>At most {MAX_DRAWN_TOOLS} tools are drawn: {len(layout.capped)} more (the shallowest, "
+                     f"least-called) are left out: {_names(layout.capped)}</p>")
+    legend = _legend([(c, label, "box") for c, label in _DAG_KINDS.values()])
+    return _section("dag", "The learned DAG", f'<p class="hint">{caption}</p>{legend}'
+                    f'<div class="dag scroll">{markup}</div>' + "".join(after))
 
 
 def _composites_section(report: Mapping[str, Any], rounds: list[dict]) -> str:
@@ -680,28 +803,83 @@ def _rods_section(report: Mapping[str, Any]) -> str:
                     f'<div class="fig">{chart}{_legend([(c, r, "box") for r, c in zip(regions, colors)])}</div>{table}')
 
 
+#: The two retrieval numbers a run reports, named so that neither is read as the other.
+COST_MODEL_LABEL = "retrieval cost model (LM ranker)"
+PROMPT_LABEL = "planner prompt (measured)"
+COST_MODEL_MEANS = ("modelled, not spent: the tokens an LM would read per query if it ranked the typed "
+                    "cascade's stages itself (one-line records, specs, worked examples) plus the final cards, "
+                    "counted by the cascade's token counter")
+PROMPT_MEANS = ("measured: the tokens of the planner's prompt per test episode (the question and the cards "
+                "retrieval put in it), counted by the planner's tokenizer")
+
+
+def _prompt_setting(ret: Mapping[str, Any]) -> str:
+    bits = [f"{_plain(ret['k'])} cards" if _is_real(ret.get("k")) else "",
+            f"{ret['card_style']} style" if isinstance(ret.get("card_style"), str) else "",
+            f"{ret['mode']} retrieval" if isinstance(ret.get("mode"), str) else ""]
+    return ", ".join(b for b in bits if b)
+
+
+def _retrieval_cards(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The cost model's number and the measured prompt size as two cards, each saying what it counts
+    (the Retrieval cost section says it at length)."""
+    cards = [(COST_MODEL_LABEL, f"{_num(report.get('retrieval_tokens_per_query'), 1)} "
+                                '<span class="unit">tokens / query</span>',
+              _e("modelled: what an LM ranking every cascade stage would read; not the planner's prompt "
+                 "(final state)"))]
+    ret = report.get("retrieval") if isinstance(report.get("retrieval"), Mapping) else {}
+    if "prompt_tokens_per_episode" in ret:
+        setting = _prompt_setting(ret)
+        cards.append((PROMPT_LABEL, f"{_num(ret.get('prompt_tokens_per_episode'), 1)} "
+                                    '<span class="unit">tokens / episode</span>',
+                      _e("the planner's whole prompt per test episode" + (f" ({setting})" if setting else ""))))
+    return cards
+
+
 def _retrieval_section(report: Mapping[str, Any], rounds: list[dict]) -> str:
-    parts = []
+    ret = report.get("retrieval") if isinstance(report.get("retrieval"), Mapping) else {}
+    setting = _prompt_setting(ret)
+    prompt = ret.get("prompt_tokens_per_episode")
+    parts = ['<dl class="cost">'
+             f'<dt>{_e(COST_MODEL_LABEL)}: {_num(report.get("retrieval_tokens_per_query"), 1)} tokens per query '
+             '(final state; per round in the chart)</dt>'
+             f'<dd>{_e(COST_MODEL_MEANS)}. It prices retrieval in the paper\'s setting, where an LM reads every '
+             'stage; it is not what this run\'s planner was shown.</dd>'
+             f'<dt>{_e(PROMPT_LABEL)}: {_num(prompt, 1) if "prompt_tokens_per_episode" in ret else _NA} tokens per '
+             'test episode</dt>'
+             f'<dd>{_e(PROMPT_MEANS)}{_e(f" ({setting})") if setting else ""}. '
+             + ("This is what the run paid in its prompts." if "prompt_tokens_per_episode" in ret
+                else "report.json has no retrieval section: not measured.") + "</dd></dl>"]
     pts = [(r.get("round"), r.get("retrieval_tokens_per_query"),
-            f"round {r.get('round')}: {_plain(r.get('retrieval_tokens_per_query'))} tokens per query")
+            f"round {r.get('round')}: cost model {_plain(r.get('retrieval_tokens_per_query'))} tokens per query")
            for r in rounds if _is_real(r.get("round"))]
     if any(_is_real(p[1]) for p in pts):
-        chart = line_chart([{"name": "tokens per query", "color": "#3182bd", "points": pts}],
-                           title="retrieval tokens shown to the LM per query", xlabel="round", ylabel="tokens")
-        parts.append(f'<div class="fig">{chart}</div>')
+        hlines = []
+        if _is_real(prompt):
+            hlines.append({"y": prompt, "color": "#e6550d",
+                           "name": f"{PROMPT_LABEL}: {_plain(prompt)} tokens per test episode"})
+        chart = line_chart([{"name": COST_MODEL_LABEL, "color": "#3182bd", "points": pts}],
+                           title="retrieval cost model per round: tokens an LM ranker would read per query",
+                           xlabel="round", ylabel="tokens", hlines=hlines)
+        legend = [("#3182bd", f"{COST_MODEL_LABEL}, tokens per query", "line")]
+        if hlines:
+            legend.append(("#e6550d", f"{PROMPT_LABEL}, tokens per test episode (final library)", "dash"))
+        parts.append(f'<div class="fig">{chart}{_legend(legend)}</div>')
     else:
-        parts.append('<p class="na">The retrieval cost per query was not measured in any round.</p>')
-    ret = report.get("retrieval")
-    if isinstance(ret, Mapping) and ret:
+        parts.append('<p class="na">The retrieval cost model was not computed in any round.</p>')
+    if ret:
         labels = {"all_gold_found": "share of test tasks whose gold tools are all retrieved",
                   "gold_recall": "mean share of gold tools retrieved",
-                  "prompt_tokens_per_episode": "prompt tokens per test episode",
-                  "overflow_episodes": "episodes whose prompt left no room for a step"}
+                  "prompt_tokens_per_episode": f"{PROMPT_LABEL}: tokens of the planner's prompt per test episode",
+                  "overflow_episodes": "episodes whose prompt left no room for a step",
+                  "k": "cards retrieved per query", "card_style": "how much of a card the prompt shows",
+                  "library_size": "tools in the library retrieved from", "tasks": "test tasks with a gold program",
+                  "mode": "retrieval method"}
         rows = []
         for k, v in ret.items():
             shown = _pct(v) if k in ("all_gold_found", "gold_recall") else (_num(v, 1) if _is_real(v) else _e(v))
             rows.append([f"<code>{_e(k)}</code>", shown, _e(labels.get(k, ""))])
-        parts.append("<h3>Retrieval on the test split (final library)</h3>" + _table(["key", "value", ""], rows))
+        parts.append("<h3>Retrieval on the test split (final library)</h3>" + _table(["key", "value", "meaning"], rows))
     return _section("retrieval", "Retrieval cost", "".join(parts))
 
 
@@ -756,15 +934,19 @@ body{margin:0;padding:24px 32px 64px;font:14px/1.45 system-ui,-apple-system,"Seg
 Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg)}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 10px;padding-top:8px;border-top:2px solid #eee}
 h3{font-size:15px;margin:18px 0 6px}
-nav a{margin-right:14px;color:#3182bd;text-decoration:none}nav{margin:8px 0 12px}
+nav a{color:#3182bd;text-decoration:none}nav{margin:8px 0 12px;display:flex;flex-wrap:wrap;gap:4px 14px}
 .mode{margin:6px 0}.na{color:var(--muted)}.hint{color:#555;font-size:13px}.big{font-size:20px}
 .cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid var(--line);border-radius:6px;padding:10px 14px;
 min-width:170px;flex:1 1 170px;background:#fafafa}.card .k{font-size:12px;color:var(--muted);text-transform:uppercase;
-letter-spacing:.03em}.card .v{font-size:22px;font-weight:600;margin:2px 0}.card .s{font-size:12px;color:#555}
+letter-spacing:.03em}.card .v{font-size:22px;font-weight:600;margin:2px 0}.card .unit{font-size:13px;font-weight:400;
+color:#555}.card .s{font-size:12px;color:#555}
 .notes{border-left:4px solid #fd8d3c;background:#fff8f0;padding:6px 12px;margin:12px 0}.notes li{margin:2px 0}
+html,body{max-width:100%}body>*{max-width:100%}
 .scroll{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid var(--line);padding:4px 8px;
-text-align:left;vertical-align:top}th{background:#f3f3f3;white-space:nowrap}tbody tr:nth-child(even){background:#fbfbfb}
+.tablebox{overflow-x:auto;max-width:100%;margin:8px 0}
+table{border-collapse:collapse;font-size:13px;max-width:100%}th,td{border:1px solid var(--line);padding:4px 8px;
+text-align:left;vertical-align:top;overflow-wrap:break-word}th{background:#f3f3f3}tbody tr:nth-child(even){background:#fbfbfb}
+pre{overflow-x:auto;max-width:100%;white-space:pre-wrap;overflow-wrap:anywhere}
 code{font:12px/1.3 ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace;background:#f5f5f5;padding:0 3px;
 border-radius:3px}
 .badge{display:inline-block;color:#fff;border-radius:10px;padding:0 8px;font-size:12px;white-space:nowrap}
@@ -772,16 +954,21 @@ border-radius:3px}
 svg.chart{max-width:100%;height:auto;font-family:inherit;background:#fff}
 svg.chart .grid{stroke:#eee;stroke-width:1}svg.chart .axis{stroke:#888;stroke-width:1}
 svg.chart .tick{font-size:11px;fill:#444}svg.chart .label{font-size:12px;fill:#222}
-.legend{font-size:12px;color:#333;margin:2px 0 0 58px}.key{margin-right:14px;white-space:nowrap}
+.legend{font-size:12px;color:#333;margin:2px 0 0 58px;display:flex;flex-wrap:wrap;gap:2px 14px}
+.key{min-width:0}
 .sw{display:inline-block;width:18px;height:10px;margin-right:5px;vertical-align:middle}
 .sw-line{border-top:2px solid var(--c);height:0}.sw-dash{border-top:2px dashed var(--c);height:0}
 .sw-dot{width:10px;border-radius:50%;background:var(--c)}
 .sw-ring{width:10px;border-radius:50%;border:2px solid var(--c)}
 .sw-box{background:var(--c)}.sw-none{width:0;margin:0}
 .dag{border:1px solid var(--line);border-radius:6px;padding:6px;background:#fff}
-.dag svg,.dag img{max-width:100%;height:auto}
-table.rounds td:nth-child(3){min-width:220px}table.rounds td:nth-child(8){min-width:150px}
-table.rounds td:nth-child(10){min-width:240px}td{max-width:560px}
+.dag img,.dag svg:not(.dag-own){max-width:100%;height:auto}
+svg.dag-own{display:block}
+svg.dag-own text{fill:#111}svg.dag-own text.sub{fill:#555}
+svg.dag-own g.tool:hover rect{stroke:#e6550d;stroke-width:2}
+table.rounds td:nth-child(3){min-width:160px}td{max-width:480px}
+.cost{border-left:4px solid #3182bd;background:#f5f9fd;padding:6px 12px;margin:8px 0}.cost dt{font-weight:600}
+.cost dd{margin:0 0 6px 0}
 details{margin:6px 0}summary{cursor:pointer;color:#3182bd}
 """
 
@@ -799,7 +986,7 @@ def render_html_report(workdir: str | os.PathLike) -> str:
     sections = [
         _accuracy_section(report, rounds, decisions),
         _library_section(report, rounds, libraries),
-        _dag_section(workdir, notes),
+        _dag_section(report, libraries, workdir, notes),
         _composites_section(report, rounds),
         _rods_section(report),
         _retrieval_section(report, rounds),

@@ -25,6 +25,7 @@ found, the browser tests skip with that reason (``-ra`` lists it).
 
 import html.parser
 import json
+import pathlib
 import re
 import shutil
 import subprocess
@@ -218,7 +219,7 @@ def test_sections_numbers_and_escaping(handmade):
     # RODS regions per epoch, retrieval cost, per-category test accuracy (category escaped)
     rods = text.split('<section id="rods">')[1].split("</section>")[0]
     assert "boundary" in rods and "epoch 1: boundary 7" in rods and "2 / 2" in rods
-    assert "retrieval tokens shown to the LM per query" in text and "90.0%" in text
+    assert "retrieval cost model per round" in text and "90.0%" in text
     assert "a&lt;b &amp; &quot;c&quot;" in text and 'a<b & "c"' not in text
     assert "5 of 8 test tasks solved" in text
     assert "SFT loss" in text and "KL to the reference policy" in text
@@ -242,11 +243,12 @@ def test_missing_optional_pieces(tmp_path):
     text = write_html_report(wd).read_text(encoding="utf-8")
     assert scan(text).external == []
     assert "No RODS curriculum in this run" in text
-    assert "No drawing (plots/library_dag.svg is missing)" in text
+    dag = text.split('<section id="dag">')[1].split("</section>")[0]
+    assert 'class="dag-own"' in dag and "from the composites of report.json" in dag   # no library file needed
     assert "No per-category breakdown" in text
     assert "No metrics records." in text
     notes = text.split('<div class="notes">')[1].split("</div>")[0]
-    for what in ("no library/ folder", "no metrics.jsonl", "no plots/library_dag.svg", "no RODS epochs"):
+    for what in ("no library/ folder", "no metrics.jsonl", "no RODS epochs"):
         assert what in notes
     # the per-round records still give the accuracy and library charts
     assert "accuracy per round" in text and "library size per round" in text
@@ -257,18 +259,93 @@ def test_unreadable_pieces_are_noted(tmp_path, handmade):
     shutil.copytree(handmade, wd)
     (wd / "library" / "round_002.json").write_text("{not json")
     (wd / "metrics.jsonl").write_text("[1, 2]\n")
+    text = write_html_report(wd).read_text(encoding="utf-8")
+    notes = text.split('<div class="notes">')[1].split("</div>")[0]
+    assert "library/round_002.json could not be read" in notes
+    assert "metrics.jsonl could not be read" in notes
+    assert scan(text).external == []
+    assert "round_003.json" in text                      # the other snapshots are still listed
+
+
+def test_a_drawing_file_is_the_fallback_and_never_runs(tmp_path, handmade):
+    """Without a library file or composites to draw from, plots/library_dag.svg is shown; one that
+    holds a script or a link goes in as a data URI, where the browser runs and loads nothing."""
+    wd = tmp_path / "run"
+    shutil.copytree(handmade, wd)
+    shutil.rmtree(wd / "library")
+    report = json.loads((wd / "report.json").read_text())
+    report["composites"] = []
+    (wd / "report.json").write_text(json.dumps(report))
     (wd / "plots" / "library_dag.svg").write_text(
         '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script>'
         '<image href="https://example.com/x.png"/></svg>')
     text = write_html_report(wd).read_text(encoding="utf-8")
     notes = text.split('<div class="notes">')[1].split("</div>")[0]
-    assert "library/round_002.json could not be read" in notes
-    assert "metrics.jsonl could not be read" in notes
     assert "embedded as an image, not inline" in notes
     assert "<script" not in text and "example.com" not in text  # only inside the base64 data URI
     assert 'src="data:image/svg+xml;base64,' in text
     assert scan(text).external == []
-    assert "round_003.json" in text                      # the other snapshots are still listed
+    (wd / "plots" / "library_dag.svg").unlink()
+    text = write_html_report(wd).read_text(encoding="utf-8")
+    assert "No drawing" in text and "the DAG drawing is not shown" in text
+
+
+class _Tables(html.parser.HTMLParser):
+    """The class of the element that holds each table."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.parents = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.parents.append(self.stack[-1] if self.stack else None)
+        if tag not in ("br", "wbr", "meta", "img", "line", "rect", "circle", "path", "polyline"):
+            self.stack.append((tag, dict(attrs).get("class")))
+
+    def handle_startendtag(self, tag, attrs):
+        pass
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            if self.stack.pop()[0] == tag:
+                break
+
+
+def test_every_table_scrolls_in_its_own_box(handmade):
+    text = render_html_report(handmade)
+    t = _Tables()
+    t.feed(text)
+    assert len(t.parents) >= 5 and set(t.parents) == {("div", "tablebox")}, t.parents
+    css = text.split("<style>")[1].split("</style>")[0]
+    assert re.search(r"\.tablebox\{[^}]*overflow-x:auto", css)
+    assert "white-space:nowrap}" not in css.split("th{")[1][:40]   # headers wrap
+    assert "floor_<wbr>div" not in text and "_<wbr>" in text           # long names may wrap at "_"
+
+
+def test_retrieval_numbers_say_what_they_count(handmade):
+    from cocoda_jax.report.html import COST_MODEL_LABEL, PROMPT_LABEL
+    text = render_html_report(handmade)
+    cards = text.split('<div class="cards">')[1].split('<div class="notes">')[0].split("<section")[0]
+    assert COST_MODEL_LABEL in cards and "tokens / query" in cards and "modelled" in cards
+    assert PROMPT_LABEL in cards and "210.5" in cards and "tokens / episode" in cards
+    assert "8 cards" in cards and "cascade retrieval" in cards
+    section = text.split('<section id="retrieval">')[1].split("</section>")[0]
+    assert f"{COST_MODEL_LABEL}: 120 tokens per query" in section
+    assert f"{PROMPT_LABEL}: 210.5 tokens per" in section
+    assert "not what this run's planner was shown" in section
+
+
+def test_dag_is_drawn_from_the_final_library(handmade):
+    from cocoda_jax.library.draw import overlaps
+    from cocoda_jax.report.html import dag_svg
+    text = render_html_report(handmade)
+    dag = text.split('<section id="dag">')[1].split("</section>")[0]
+    assert 'class="dag-own"' in dag and "from library/round_003.json" in dag
+    assert "<title>axpb2: depth 2" in dag and "calls axpb \u00d72" in dag   # hover: whole name and calls
+    lib = LibrarySnapshot.from_json((handmade / "library" / "round_003.json").read_bytes())
+    _, layout = dag_svg(lib.to_networkx())
+    assert overlaps(layout.boxes) == []
 
 
 def test_no_report_json(tmp_path):
@@ -390,6 +467,73 @@ def test_handmade_report_in_chromium(chromium, handmade, tmp_path):
 def test_bare_report_in_chromium(chromium, tmp_path):
     wd = make_workdir(tmp_path / "bare", full=False)
     browser_check(chromium, write_html_report(wd), tmp_path)
+
+
+MEASURE = """<script>window.addEventListener('load',function(){var r=document.documentElement,out={};
+out.page=[r.scrollWidth,r.clientWidth];
+out.boxes=[].map.call(document.querySelectorAll('.tablebox'),function(b){return [b.scrollWidth,b.clientWidth];});
+var t=[].map.call(document.querySelectorAll('svg.dag-own text'),function(e){var b=e.getBoundingClientRect();
+ return [b.left,b.top,b.right,b.bottom,e.textContent];});var bad=[];
+for(var i=0;i<t.length;i++)for(var j=i+1;j<t.length;j++){var a=t[i],c=t[j];
+ if(a[0]<c[2]&&c[0]<a[2]&&a[1]<c[3]&&c[1]<a[3])bad.push(a[4]+' / '+c[4]);}
+out.labels=t.length;out.overlaps=bad;r.setAttribute('data-measure',JSON.stringify(out));});</script>"""
+
+
+def measure_layout(exe, page_text, tmp_path, width):
+    """The page's layout in Chromium at ``width`` px: (scrollWidth, clientWidth) of the page and of
+    each table box, the DAG's label count and its pairs of label boxes that meet."""
+    folder = tmp_path / "measure"
+    folder.mkdir(exist_ok=True)
+    m = re.search(r"<head[^>]*>", page_text)
+    page = folder / "page.html"
+    page.write_text(page_text[:m.end()] + MEASURE + page_text[m.end():], encoding="utf-8")
+    out = _chromium(exe, tmp_path, f"--window-size={width},1200", "--virtual-time-budget=5000", "--dump-dom",
+                    page.as_uri())
+    root = _Root()
+    root.feed(out.stdout)
+    assert root.attrs and root.attrs.get("data-measure"), f"no measurement; stderr tail: {out.stderr[-1500:]}"
+    return json.loads(root.attrs["data-measure"])
+
+
+@pytest.fixture(scope="module")
+def main_job(tmp_path_factory):
+    """The main job's committed report.json and metrics, in a scratch workdir."""
+    src = pathlib.Path(__file__).resolve().parents[2] / "docs/results/loop_2026-12-04/main_job"
+    wd = tmp_path_factory.mktemp("main_job") / "main_job"
+    wd.mkdir()
+    for name in ("report.json", "metrics.jsonl"):
+        shutil.copy(src / name, wd / name)
+    return wd
+
+
+def test_main_job_report_in_chromium(chromium, main_job, tmp_path):
+    """The 39-tool main job at a laptop's width: no sideways page scroll, every table fits its box,
+    and no two DAG labels meet as Chromium lays them out; at a phone's width the page still does not
+    widen (the table boxes scroll instead)."""
+    path = write_html_report(main_job)
+    browser_check(chromium, path, tmp_path)
+    wide = measure_layout(chromium, path.read_text(encoding="utf-8"), tmp_path, 1200)
+    assert wide["page"][0] <= wide["page"][1], wide["page"]
+    assert wide["boxes"] and all(sw <= cw for sw, cw in wide["boxes"]), wide["boxes"]
+    assert wide["labels"] >= 19 + 9 and wide["overlaps"] == [], wide["overlaps"][:5]
+    narrow = measure_layout(chromium, path.read_text(encoding="utf-8"), tmp_path, 480)
+    assert narrow["page"][0] <= narrow["page"][1], narrow["page"]
+    assert narrow["overlaps"] == []
+
+
+def test_a_120_tool_dag_in_chromium(chromium, tmp_path):
+    """Labels of a large library (long, similar names) do not meet in the browser either."""
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "library"))
+    from test_lib_draw import synthetic_library
+
+    from cocoda_jax.library.draw import graph_from_composites
+    from cocoda_jax.report.html import dag_svg
+    markup, layout = dag_svg(graph_from_composites(*synthetic_library(120, 40)))
+    assert len(layout.boxes) == 120
+    page = f"<!DOCTYPE html><html><head><meta charset=utf-8></head><body>{markup}</body></html>"
+    got = measure_layout(chromium, page, tmp_path, 1200)
+    assert got["labels"] >= 120 and got["overlaps"] == [], got["overlaps"][:5]
 
 
 # -- a real (tiny) co-evolution run ---------------------------------------------------------------
