@@ -11,7 +11,8 @@ It is rendered from what a finished co-evolution run leaves in its workdir:
 * ``library/round_XXX.json`` (optional): the library in force after each round, loaded with
   :meth:`cocoda_jax.library.LibrarySnapshot.from_json` (static re-checks only, nothing is run);
 * ``metrics.jsonl`` (optional): :func:`cocoda_jax.report.read_metrics`;
-* ``plots/library_dag.svg`` (optional): :func:`cocoda_jax.report.draw_library`'s drawing.
+* ``plots/library_dag.svg`` (optional): a drawing shown only when there is nothing to draw the DAG
+  from (no library file, no composites in report.json).
 
 Sections: a summary, accuracy per round with each round's decision and its reason, library growth
 (primitives, composites and depth per round; the tools each saved library added or removed), the
@@ -30,6 +31,16 @@ Decisions:
   neither an in-document ``#fragment`` nor a ``data:image/`` URI, it is embedded as an
   ``<img src="data:image/svg+xml;base64,...">`` instead, where the browser runs no script and loads
   nothing (the drawing is ours, but a file in a workdir is not trusted to be).
+* The DAG is drawn here, as inline SVG on :func:`cocoda_jax.library.draw.layered_layout`: boxes in
+  a monospace font placed side by side, so no two labels overlap however large the library; a
+  layer wider than the page wraps onto more rows; tools that no composite calls are listed under
+  it, and past :data:`~cocoda_jax.library.draw.MAX_DRAWN_TOOLS` tools the rest are named, not drawn.
+  Hovering a box shows the whole name, calls, callers, signature and description.
+* Every table sits in its own horizontally scrolling box, and long tool names may wrap at their
+  underscores, so no table widens the page.
+* Two retrieval numbers are shown, each named by what it counts: the cascade's cost model
+  (``retrieval_tokens_per_query``: what an LM ranking every stage would read, per query) and the
+  measured prompt (``retrieval.prompt_tokens_per_episode``: the planner's prompt per test episode).
 * Missing optional pieces never fail the page: the section says what is missing (no RODS in a run
   without a curriculum, no drawing, an unreadable library file or metrics file, ...), and the list
   of such notes is shown near the top. Only a missing or unparsable ``report.json`` raises
