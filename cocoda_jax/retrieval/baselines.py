@@ -17,6 +17,13 @@ the LM, which the shared renderers of :mod:`.tokens` define:
   summaries of the frontier's child clusters (``summaries``) and the one-line records of tools that
   are direct children (``leaves``), keeps the ``beam`` clusters closest to the query (cosine of
   TF-IDF vectors), and descends; it then picks ``k`` of the tools it has seen; ``cards`` as above.
+* :func:`raptor` — RAPTOR as its paper builds the tree (:class:`RaptorTree`): bottom-up, the tools
+  clustered, each cluster summarised, the summaries embedded with the same ranker and clustered
+  again; at query time the ranker chooses ``beam`` nodes at every level, top down. This is the
+  fair peer: the same ranker as the cascade at every level, its branching and beam tuned.
+
+Every method takes ``ranker`` (a name registered on the index, default BM25), so a comparison can
+hold the ranker fixed and vary only what is put in front of the LM.
 """
 
 from __future__ import annotations
@@ -291,24 +298,29 @@ class RaptorTree:
         return self.layers
 
 
-def _tree_vectors(rk: Any, index: RetrievalIndex) -> np.ndarray:
-    """Vectors of the tools to cluster: the encoder's (when the ranker has one), else TF-IDF."""
+def _encoders(rk: Any) -> list:
+    """The encoder rankers inside ``rk`` (itself, or the parts of a sum, recursively)."""
     from cocoda_jax.retrieval.encoder import EncoderRanker, SumRanker
 
-    parts = [r for r, _ in rk.parts] if isinstance(rk, SumRanker) else [rk]
-    for r in parts:
-        if isinstance(r, EncoderRanker):
-            return r.matrix
+    if isinstance(rk, EncoderRanker):
+        return [rk]
+    if isinstance(rk, SumRanker):
+        return [e for r, _ in rk.parts for e in _encoders(r)]
+    return []
+
+
+def _tree_vectors(rk: Any, index: RetrievalIndex) -> np.ndarray:
+    """Vectors of the tools to cluster: the encoders' (concatenated), else TF-IDF."""
+    encs = _encoders(rk)
+    if encs:
+        return np.concatenate([e.matrix for e in encs], axis=1) / np.sqrt(len(encs))
     return TfIdf(list(index.texts)).matrix
 
 
 def _text_vectors(rk: Any, texts: Sequence[str], width: int) -> np.ndarray:
-    from cocoda_jax.retrieval.encoder import EncoderRanker, SumRanker
-
-    parts = [r for r, _ in rk.parts] if isinstance(rk, SumRanker) else [rk]
-    for r in parts:
-        if isinstance(r, EncoderRanker):
-            return r.embed(texts)
+    encs = _encoders(rk)
+    if encs:
+        return np.concatenate([e.embed(texts) for e in encs], axis=1) / np.sqrt(len(encs))
     return TfIdf(list(texts), dims=width).matrix if width else TfIdf(list(texts)).matrix
 
 

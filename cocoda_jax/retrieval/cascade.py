@@ -15,7 +15,16 @@ Nested survivor sets ``S0 ⊇ S1 ⊇ S2 ⊇ S3 ⊇ S4`` (S0 = the library):
   ``l1_max_cost`` (so :func:`~cocoda_jax.types.why_not` with that ``max_cost`` explains every tool
   that does not); at most ``l1_cap`` survive, chosen by L2's own zero-token, LM-free score (BM25
   index score minus the weighted L1 cost plus the weighted prior, then the name).
-* **L2** (reads one-line descriptions): BM25 (bm25s) over name + description ranks S1, minus
+  With ``l1_mode="evidence"`` L1 instead prices what the question *supplies* against each tool
+  with :func:`~cocoda_jax.types.fit`: optional parameters (those with defaults, read from the
+  source) cost nothing when unfed, each stated value is a union of readings (``450`` is an ``int``
+  or an id string), and ``str``/``bool``/``list[str]`` parameters can be filled from the words
+  (:func:`~.literals.question_evidence`); one fit per (parameter types, required count, result),
+  memoised per evidence. ``literal_weight`` adds, LM-free, that weight per enumerated value of a
+  tool (its ``x in (...)`` pre-conditions) the question names.
+* **L2** (reads one-line descriptions): the index's ranker ``ranker`` (default BM25, bm25s, over
+  name + description; or one registered with :meth:`RetrievalIndex.add_ranker`, e.g. the dual
+  encoder of :mod:`.encoder`, which the baselines then use too) ranks S1, minus
   ``l2_cost_weight`` x the L1 cost, plus ``dense_weight`` x the cosine of sentence embeddings when
   the index was built with a local encoder (``RetrievalIndex.build(snap, dense_model_dir=...)``),
   plus ``prior_weight`` x an optional LM-free prior per tool (``retrieve(..., prior=...)``: the
@@ -39,7 +48,8 @@ Nested survivor sets ``S0 ⊇ S1 ⊇ S2 ⊇ S3 ⊇ S4`` (S0 = the library):
 * **cards**: the final cards of S4 (and, with ``with_children``, of each selected composite's direct
   children, as the paper's release does) go into the planner's prompt.
 
-Which stages count as read by an LM is ``lm_stages`` (default all three: the paper's setting); a
+``l3=False`` / ``l4=False`` switch those stages off (no filter, no re-ranking, nothing read): the
+per-stage ablation. Which stages count as read by an LM is ``lm_stages`` (default all three: the paper's setting); a
 stage not listed runs its mechanical check and shows nothing. The final cards are always counted.
 """
 

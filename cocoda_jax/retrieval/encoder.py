@@ -22,7 +22,8 @@ their cosine over ``temperature``.
 and each tool its program calls) and from the cards themselves (the tool's name words, its
 description's first sentence, its parameter lines, and random word subsets of its text, each as a
 query for that tool), and with ``usage_views`` copies of each usage question with 40% of its words
-dropped (so the model leans less on one template's exact words); in-batch softmax (InfoNCE) with every batch entry of the same tool counted as
+dropped (so the model leans less on one template's exact words); ``feature_dropout`` of a query's
+features masked at each step, for the same reason; in-batch softmax (InfoNCE) with every batch entry of the same tool counted as
 a positive; optax AdamW; one ``jax.jit`` pure step over (graph, state). Batches are drawn with keys
 split from ``seed``; the word subsets with a NumPy generator seeded by ``seed``: the same inputs and
 seed give the same weights.
@@ -58,6 +59,7 @@ class EncoderConfig:
     temperature: float = 0.05
     card_views: int = 6
     usage_views: int = 0
+    feature_dropout: float = 0.0
     seed: int = 0
 
     def __post_init__(self):
@@ -72,6 +74,8 @@ class EncoderConfig:
                 raise EncoderError(f"EncoderConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if isinstance(self.usage_views, bool) or not isinstance(self.usage_views, int) or self.usage_views < 0:
             raise EncoderError(f"EncoderConfig.usage_views must be an int >= 0, got {self.usage_views!r}")
+        if not 0 <= self.feature_dropout < 1:
+            raise EncoderError(f"EncoderConfig.feature_dropout must be in [0, 1), got {self.feature_dropout!r}")
         if not self.weight_decay >= 0:
             raise EncoderError(f"EncoderConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
 
@@ -104,6 +108,7 @@ class HashedFeaturizer:
 
 def _model_classes():
     """The NNX modules, defined on first use so that importing this package does not import Flax."""
+    import jax
     import jax.numpy as jnp
     from flax import nnx
 
@@ -113,7 +118,7 @@ def _model_classes():
 
         def __call__(self, pooled):
             h = pooled + self.linear(pooled)
-            return h / jnp.maximum(jnp.linalg.norm(h, axis=-1, keepdims=True), 1e-6)
+            return h * jax.lax.rsqrt(jnp.sum(h * h, axis=-1, keepdims=True) + 1e-12)  # finite gradient at 0
 
     class DualEncoder(nnx.Module):
         """Shared hashed-feature embedding, one residual head per tower, unit-norm outputs."""
@@ -239,15 +244,19 @@ def train_encoder(tool_names: Sequence[str], tool_texts: Sequence[str], pairs: S
     n = len(queries)
     batch = min(config.batch, n)
 
+    keep = 1.0 - config.feature_dropout
+
     @jax.jit
     def step(state, k):
         m, opt = nnx.merge(graphdef, state)
         qi, qm, tg, ti, tm = data
-        rows = jax.random.choice(k, n, (batch,), replace=False)
+        k_rows, k_drop = jax.random.split(k)
+        rows = jax.random.choice(k_rows, n, (batch,), replace=False)
         tools = tg[rows]
+        q_mask = qm[rows] * jax.random.bernoulli(k_drop, keep, qm[rows].shape) if keep < 1 else qm[rows]
 
         def loss_fn(m):
-            q = m.encode_query(qi[rows], qm[rows])
+            q = m.encode_query(qi[rows], q_mask)
             t = m.encode_tool(ti[tools], tm[tools])
             logits = q @ t.T * inv_t
             pos = (tools[:, None] == tools[None, :]).astype(jnp.float32)
@@ -292,6 +301,23 @@ class EncoderRanker(_SubsetRanking):
         return (self.matrix @ self._query(query) * self.scale).astype(np.float32)
 
 
+def member_seeds(seed: int, members: int) -> tuple[int, ...]:
+    """Seeds of an ensemble's members, derived from one seed (NumPy's SeedSequence)."""
+    return tuple(int(x) for x in np.random.SeedSequence(seed).generate_state(members) % (2 ** 31))
+
+
+def train_ensemble(tool_names: Sequence[str], tool_texts: Sequence[str], pairs: Sequence[tuple[str, str]] = (),
+                   config: EncoderConfig = EncoderConfig(), members: int = 3) -> "SumRanker":
+    """The mean of ``members`` encoders trained with seeds derived from ``config.seed``: one small
+    encoder's recall swings with its seed (measured on synthetic math's held-out wording: 0.60 to
+    0.89 over three seeds), the mean of a few does not swing as much."""
+    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+        raise EncoderError(f"train_ensemble needs members >= 1, got {members!r}")
+    rankers = [EncoderRanker(train_encoder(tool_names, tool_texts, pairs, dataclasses.replace(config, seed=s)),
+                             tool_names, tool_texts) for s in member_seeds(config.seed, members)]
+    return SumRanker([(r, 1.0 / members) for r in rankers])
+
+
 class SumRanker(_SubsetRanking):
     """A weighted sum of rankers over the same names (e.g. BM25 plus the encoder)."""
 
@@ -309,4 +335,4 @@ class SumRanker(_SubsetRanking):
 
 
 __all__ = ["EncoderConfig", "EncoderError", "EncoderRanker", "HashedFeaturizer", "SumRanker", "TrainedEncoder",
-           "card_views", "train_encoder", "training_pairs"]
+           "card_views", "member_seeds", "train_encoder", "train_ensemble", "training_pairs"]

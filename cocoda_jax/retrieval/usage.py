@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -46,10 +46,15 @@ class UsageIndex:
     """BM25 over solved questions; :meth:`votes` maps a query to per-tool votes in [0, 1].
     Deterministic in its records (equal scores break by record order)."""
 
-    def __init__(self, records: Sequence[UsageRecord]):
+    def __init__(self, records: Sequence[UsageRecord], embed: Callable[[Sequence[str]], np.ndarray] | None = None):
+        """``embed``: unit vectors of texts (e.g. the dual encoder's query tower); when given, a
+        record's likeness to a query is their cosine (clipped at 0) instead of BM25, so reworded
+        questions still find their neighbours."""
         self.records = tuple(records)
         self._ranker = BM25Ranker([str(i) for i in range(len(self.records))], [r.question for r in self.records]) \
             if self.records else None
+        self._embed = embed
+        self._matrix = embed([r.question for r in self.records]) if (embed is not None and self.records) else None
         self._by_id: dict[str, list[int]] = {}
         for i, r in enumerate(self.records):
             self._by_id.setdefault(r.task_id, []).append(i)
@@ -67,7 +72,10 @@ class UsageIndex:
         it (records of task ``exclude`` left out); empty when nothing matches."""
         if self._ranker is None or neighbours < 1:
             return {}
-        scores = self._ranker.scores(query).astype(np.float64)
+        if self._matrix is not None:
+            scores = np.maximum(self._matrix @ self._embed([query])[0], 0.0).astype(np.float64)
+        else:
+            scores = self._ranker.scores(query).astype(np.float64)
         for i in self._by_id.get(exclude, ()) if exclude is not None else ():
             scores[i] = 0.0
         order = np.lexsort((np.arange(len(scores)), -scores))[:neighbours]

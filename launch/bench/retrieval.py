@@ -19,6 +19,12 @@ Writes ``{"domain", "split", "k", "queries", "library_size", "full_bare_list_tok
 "cost_model"}``; ``prompt_bare_tokens`` is what the default planner's prompt pays for the set (its
 names, one per line, the ``bare`` card style), to hold against ``full_bare_list_tokens``.
 
+``--ranker`` (default ``hybrid``: BM25 plus the dual encoder of :mod:`cocoda_jax.retrieval.encoder`,
+trained here on the library's cards and the usage records) adds ``typed_dag_ranked``, ``flat_ranker``,
+``flat_ranker_usage`` and ``raptor`` (:class:`cocoda_jax.retrieval.baselines.RaptorTree`), every one
+ranked by that ranker; ``--ablation`` adds one ``ablate_<stage>`` row per stage of the ranked cascade
+switched off or changed (:data:`DOMAIN_ABLATIONS`); ``--ranker=none`` gives the rows above only.
+
 **On BFCL's function docs** (``--domain=bfcl``)::
 
     python -m launch.bench.retrieval --domain=bfcl --k=8 [--queries=N] --json_out=F
@@ -101,6 +107,9 @@ _RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hyb
                             "flat_ranker and the RAPTOR tree (encoder: the dual encoder trained here on the cards and "
                             "usage records; hybrid: BM25 + encoder); 'none': the signature cascade and BM25 only.")
 _ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row per cascade stage switched off.")
+_ENCODER_SEED = flags.DEFINE_integer("encoder_seed", 0, "--domain mode: the dual encoder's seed.")
+_ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
+                                        "--encoder_seed).")
 
 
 def _mechanical(r) -> int:
@@ -193,7 +202,7 @@ DOMAIN_ABLATIONS = {
 
 def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
                      grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
-                     ablation: bool = False) -> dict:
+                     ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1) -> dict:
     """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
     cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
     the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``."""
@@ -250,18 +259,21 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     if ranker is not None:
         import dataclasses
 
-        from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder
+        from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder, train_ensemble
 
         if ranker != "bm25":
             t0 = time.perf_counter()
             pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
-            enc = train_encoder(index.names, index.texts, pairs, EncoderConfig(seed=seed))
-            rk = EncoderRanker(enc, index.names, index.texts)
+            enc_config = EncoderConfig(steps=150, card_views=12, seed=encoder_seed)  # chosen on the val split
+            if encoder_members == 1:
+                rk = EncoderRanker(train_encoder(index.names, index.texts, pairs, enc_config), index.names, index.texts)
+            else:
+                rk = train_ensemble(index.names, index.texts, pairs, enc_config, encoder_members)
             index.add_ranker("encoder", rk)
             index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, 1.0)]))
-            extra["encoder"] = {"train_s": round(time.perf_counter() - t0, 1), "pairs": enc.pairs,
-                                "usage_pairs": len(pairs), "loss_first": round(enc.losses[0], 4),
-                                "loss_last": round(enc.losses[-1], 4)}
+            extra["encoder"] = {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs),
+                                "steps": enc_config.steps, "card_views": enc_config.card_views,
+                                "seed": encoder_seed, "members": encoder_members}
         ranked = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker=ranker,
                                      prior_weight=base.usage_weight)
         raptor_tree = baselines.RaptorTree(index, ranker, branching=6, seed=seed)
@@ -327,7 +339,8 @@ def main(argv):
     if _DOMAIN.value:
         ranker = None if _RANKER.value == "none" else _RANKER.value
         _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, n_queries, _SEED.value, counter,
-                                _HELDOUT.value, _GROW.value, ranker=ranker, ablation=_ABLATION.value))
+                                _HELDOUT.value, _GROW.value, ranker=ranker, ablation=_ABLATION.value,
+                                encoder_seed=_ENCODER_SEED.value, encoder_members=_ENCODER_MEMBERS.value))
         return
     sizes = [int(s) for s in _SIZES.value]
     sandbox = None

@@ -84,3 +84,49 @@ def test_card_views_are_seeded():
     v1 = card_views("add_tax", TEXTS[0] + " Parameters: price: the price", np.random.default_rng(0), 5)
     v2 = card_views("add_tax", TEXTS[0] + " Parameters: price: the price", np.random.default_rng(0), 5)
     assert v1 == v2 and v1[0] == "add tax" and len(v1) == 5
+
+
+def test_texts_without_features_train_to_finite_weights():
+    """A view made only of stop words has no features; its unit-norm vector must not poison training."""
+    enc = train_encoder(NAMES + ("empty",), TEXTS + ("the of a",), PAIRS + (("of the", "empty"),), TINY)
+    assert np.isfinite(enc.losses).all()
+    assert np.isfinite(enc.embed_queries(["", "the"])).all()
+
+
+def test_an_ensemble_averages_members_with_seeds_derived_from_one_seed():
+    from cocoda_jax.retrieval.encoder import member_seeds, train_ensemble
+
+    assert member_seeds(3, 2) == member_seeds(3, 2) and len(set(member_seeds(3, 4))) == 4
+    ens = train_ensemble(NAMES, TEXTS, PAIRS, TINY, members=2)
+    again = train_ensemble(NAMES, TEXTS, PAIRS, TINY, members=2)
+    assert len(ens.parts) == 2 and all(w == 0.5 for _, w in ens.parts)
+    chex.assert_trees_all_close(ens.scores("monthly mortgage"), again.scores("monthly mortgage"))
+    with pytest.raises(EncoderError):
+        train_ensemble(NAMES, TEXTS, PAIRS, TINY, members=0)
+
+
+def test_usage_votes_can_find_neighbours_by_vectors():
+    from cocoda_jax.retrieval.usage import UsageIndex, UsageRecord
+
+    def embed(texts):  # a stand-in encoder: one axis per topic, by a few known words
+        out = np.zeros((len(texts), 2), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, 0] = any(w in t for w in ("bill", "cash", "price"))
+            out[i, 1] = any(w in t for w in ("days", "hours", "clock"))
+            out[i] /= max(1.0, float(np.linalg.norm(out[i])))
+        return out
+
+    records = [UsageRecord("a", "the bill with tax", frozenset({"add_tax"})),
+               UsageRecord("b", "days until friday", frozenset({"days_between"}))]
+    assert UsageIndex(records).votes("what cash price overall") == {}  # no shared words: BM25 finds nothing
+    votes = UsageIndex(records, embed=embed).votes("what cash price overall")
+    assert votes == {"add_tax": 1.0}
+
+
+def test_feature_dropout_is_seeded_and_checked():
+    cfg = EncoderConfig(**{**TINY.__dict__, "feature_dropout": 0.3, "usage_views": 1})
+    a, b = train_encoder(NAMES, TEXTS, PAIRS, cfg), train_encoder(NAMES, TEXTS, PAIRS, cfg)
+    chex.assert_trees_all_close(a.losses, b.losses)
+    assert a.pairs == train_encoder(NAMES, TEXTS, PAIRS, TINY).pairs + len(PAIRS)
+    with pytest.raises(EncoderError):
+        EncoderConfig(feature_dropout=1.0)

@@ -43,6 +43,25 @@ cap keeps S1's best by the same LM-free score L2 ranks by, so it changes the tok
 not the selection, and shrinking it would only move cost out of the accounting. ``--queries=N``
 first orders all queries by ``crc32(id)`` and keeps the first ``N``, then splits.
 
+**Ranker mode** (``run(..., ranker=...)``; the launcher's default ``--ranker=hybrid``) adds, beside
+the methods above (``typed_dag`` of the signature cascade is kept as ``typed_dag_signature``):
+
+* ``typed_dag`` -- the optional-aware cascade (``l1_mode="evidence"``, :func:`~cocoda_jax.types.fit`:
+  unfed optional parameters are free, values are unions of readings, words supply ``str``,
+  ``bool`` and ``list[str]``), L2 ranked by ``ranker``, plus the usage votes and the enum-literal
+  term; its knobs (:data:`TYPED_GRID`) chosen on the *tuning quarter*;
+* ``flat_ranker`` / ``flat_ranker_usage`` -- flat with the same ranker (and the same votes);
+* ``raptor`` -- :class:`~cocoda_jax.retrieval.baselines.RaptorTree` with the same ranker, branching
+  and beam (:data:`TREE_GRID`) chosen on the tuning quarter; ``raptor_frontier`` lists every grid
+  point's test recall and tokens, so the tree is also judged at settings validation did not pick;
+* with ``ablation``, ``ablate_<stage>`` rows: the tuned ``typed_dag`` with one stage off
+  (:data:`ABLATIONS`).
+
+The validation half is split again by ``crc32(id) % 4`` (:func:`quarters`): quarter 0 is the
+*usage* data (its questions with their gold tools are the usage records the votes read and the
+pairs the dual encoder trains on, with the pool's cards), quarter 2 tunes the knobs. The test
+half is never seen by either.
+
 Both cost models are in every method's entry: ``tokens`` (model b, LM rankers) and
 ``tokens_mechanical`` (model a, final cards only); see ``COST_MODEL`` in the launcher.
 
