@@ -91,3 +91,31 @@ def test_run_json_schema_small():
     assert flat["tokens"] == pytest.approx(r["full_card_list_tokens"] + flat["tokens_mechanical"])
     assert r["goals"]["flat_over_typed_tokens"] == pytest.approx(
         r["methods"]["flat"]["tokens"] / r["methods"]["typed_dag"]["tokens"])
+
+
+def test_ranked_mode_adds_the_optional_aware_cascade_the_tree_and_the_ablation():
+    from cocoda_jax.retrieval.encoder import EncoderConfig
+
+    tiny = EncoderConfig(buckets=1024, max_len=32, width=8, steps=5, batch=32)
+    r = bb.run(k=4, n_queries=40, categories=CATS, classes=("MathAPI",), grid=((math.inf, 0.3),),
+               cost_model={"tokens": "b"}, ranker="hybrid", typed_grid=((math.inf, 1.0, 5.0, 2.0), (3.0, 0.3, 0.0, 0.0)),
+               tree_grid=((4, 2),), ablation=True, encoder=tiny)
+    m = r["methods"]
+    assert {"typed_dag", "typed_dag_signature", "flat", "text_hier", "flat_ranker", "flat_ranker_usage",
+            "raptor"} <= set(m)
+    assert {f"ablate_{n}" for n in bb.ABLATIONS} <= set(m)
+    assert r["usage_queries"] + r["tuning_queries"] == r["validation_queries"]
+    assert len(r["typed_tuning"]["grid"]) == 2 and len(r["raptor_frontier"]) == 1
+    assert r["encoder"]["steps"] == 5
+    for v in m.values():
+        assert 0 <= v["all_gold_found"] <= v["gold_recall"] <= 1 and 0 < v["tokens_mechanical"] <= v["tokens"]
+    g = r["goals"]
+    assert g["recall_over_flat_bm25_points"] == pytest.approx(
+        100 * (m["typed_dag"]["all_gold_found"] - m["flat"]["all_gold_found"]))
+    assert isinstance(g["goal_tree_recall_with_fewer_tokens"], bool)
+
+
+def test_quarters_split_validation_apart(pool):
+    val, _ = bb.split(pool.queries)
+    usage, tuning = bb.quarters(val)
+    assert not {q.id for q in usage} & {q.id for q in tuning} and len(usage) + len(tuning) == len(val)
