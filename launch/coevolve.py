@@ -26,7 +26,8 @@ from ml_collections import config_flags
 
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
-from cocoda_jax.runs.common import exit_on_config_error, local_workdir
+from cocoda_jax.runs.rundir import local_workdir
+from cocoda_jax.runs.settings import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 from cocoda_jax.runs.settings import RunSettings
 

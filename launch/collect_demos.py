@@ -33,14 +33,14 @@ def _define_flags():
 
 def collect(config, workdir, *, show_progress: bool = True) -> dict:
     """Stage 0 for ``config``'s training tasks into ``workdir``; the summary as a dict."""
-    from cocoda_jax.runs import common, stage0
+    from cocoda_jax.runs import domains, rundir, stage0
     from cocoda_jax.runs.settings import RunSettings
 
     settings = RunSettings.of(config)
     demos = settings.required("demos")
-    workdir = common.local_workdir(workdir)
-    with common.sandbox_for(settings) as sandbox:
-        domain = common.build_domain(settings, sandbox)
+    workdir = rundir.local_workdir(workdir)
+    with domains.sandbox_for(settings) as sandbox:
+        domain = domains.build_domain(settings, sandbox)
         path = stage0.demos_path(demos, workdir)
         summary = stage0.collect_for(settings, domain, sandbox, path, show_progress=show_progress)
     return {"path": str(path), "train_tasks": len(domain.train), **summary.to_dict()}
@@ -56,7 +56,7 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    from cocoda_jax.runs.common import exit_on_config_error
+    from cocoda_jax.runs.settings import exit_on_config_error
 
     _define_flags()
     app.run(exit_on_config_error(main))

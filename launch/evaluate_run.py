@@ -32,5 +32,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    from cocoda_jax.runs.common import exit_on_config_error
+    from cocoda_jax.runs.settings import exit_on_config_error
     app.run(exit_on_config_error(main))

@@ -21,7 +21,7 @@ from pathlib import Path
 from absl import app, flags
 from launch.output import emit_json
 
-from cocoda_jax.runs import common as C
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import train
 
 _SIZES = flags.DEFINE_list("sizes", ["0", "100", "400", "1600"], "Library sizes (0: the primitives alone).")
@@ -54,7 +54,7 @@ def run_cell(size: int, mode: str, workdir: Path, sft_steps: int, grpo_iteration
     cell = {"size": size, "mode": mode, "k": k}
     try:
         summary = train.run(config, workdir, progress=False)
-    except C.ConfigError as e:
+    except ConfigError as e:
         if "longer than rollout.max_len" not in str(e):
             raise
         n = int(config.domain.n_test)

@@ -20,7 +20,9 @@ import json
 from absl import app, flags
 from ml_collections import config_flags
 
-from cocoda_jax.runs.common import exit_on_config_error, local_workdir
+from cocoda_jax.runs.rundir import local_workdir
+
+from cocoda_jax.runs.settings import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 from cocoda_jax.study import gather as study_gather
 from cocoda_jax.study import run as study_run

@@ -15,7 +15,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from cocoda_jax.runs import train
-from cocoda_jax.runs.common import exit_on_config_error, local_workdir
+from cocoda_jax.runs.rundir import local_workdir
+from cocoda_jax.runs.settings import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/train_math.py", "Run config (ml_collections file).",

@@ -29,7 +29,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-OUTCOMES = ("accept", "accept_planner", "reject")
+from cocoda_jax.report.rounds import Outcome
+
 REFERENCES = ("best", "last")
 
 
@@ -92,7 +93,7 @@ class Decision:
     """The log record of one round's decision."""
 
     round: int
-    outcome: str
+    outcome: Outcome
     reason: str
     reward: float
     reference: float
@@ -102,10 +103,11 @@ class Decision:
 
     @property
     def accepted(self) -> bool:
-        return self.outcome != "reject"
+        return self.outcome is not Outcome.REJECT
 
     def to_record(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out["outcome"] = self.outcome.value
         out["missing_tools"] = list(self.missing_tools)
         return out
 
@@ -151,7 +153,7 @@ def decide(incumbent: Incumbent, proposal: Proposal, config: AcceptanceConfig = 
     if problem is None:
         new = Incumbent(proposal.round, proposal.planner, proposal.library, reward,
                         max(incumbent.best_reward, reward), incumbent.used_tools | used)
-        return new, Decision(proposal.round, "accept", "validation reward within tolerance; no used tool dropped",
+        return new, Decision(proposal.round, Outcome.ACCEPT, "validation reward within tolerance; no used tool dropped",
                              reward, reference, config.tolerance, "new planner and new library")
     why, missing = problem
     if config.allow_planner_only and proposal.planner_only_reward is not None:
@@ -162,10 +164,10 @@ def decide(incumbent: Incumbent, proposal: Proposal, config: AcceptanceConfig = 
             planner = proposal.planner if proposal.planner_alone is None else proposal.planner_alone
             new = Incumbent(proposal.round, planner, incumbent.library, alone,
                             max(incumbent.best_reward, alone), incumbent.used_tools | alone_used)
-            return new, Decision(proposal.round, "accept_planner", f"new library refused: {why}", alone, reference,
+            return new, Decision(proposal.round, Outcome.ACCEPT_PLANNER, f"new library refused: {why}", alone, reference,
                                  config.tolerance, "new planner, previous library", missing)
         why = f"{why}; planner alone: {second[0]}"
-    return incumbent, Decision(proposal.round, "reject", why, reward, reference, config.tolerance,
+    return incumbent, Decision(proposal.round, Outcome.REJECT, why, reward, reference, config.tolerance,
                                f"previous planner and library (round {incumbent.round})", missing)
 
 
@@ -184,6 +186,6 @@ def run_rounds(start: Incumbent, proposals: Sequence[Proposal], config: Acceptan
 
 
 __all__ = [
-    "AcceptanceConfig", "Decision", "Incumbent", "OUTCOMES", "Proposal", "REFERENCES", "decide", "initial",
+    "AcceptanceConfig", "Decision", "Incumbent", "Outcome", "Proposal", "REFERENCES", "decide", "initial",
     "run_rounds", "tool_names",
 ]

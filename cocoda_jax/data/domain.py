@@ -9,7 +9,7 @@ domain's own module branches on its concrete task class::
         def propose_variant(self, parent, stream_seed, draw): ...  # or ``propose_variant = None``
 
     register_domain("my_domain", MyDomain)
-    get_domain("my_domain").build(config.domain, sandbox)   # what runs.common.build_domain does
+    get_domain("my_domain").build(config.domain, sandbox)   # what runs.domains.build_domain does
     domain_of(task).task_to_dict(task)                      # what RODS persistence does
 
 The embedded domains (:mod:`.synthetic_math`, :mod:`.tables`) register themselves when imported and

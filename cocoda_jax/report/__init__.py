@@ -15,6 +15,7 @@ from cocoda_jax.report.coevolution import (
     write_report,
 )
 from cocoda_jax.report.html import render_html_report, write_html_report
+from cocoda_jax.report.rounds import Outcome, RoundRecord, read_rounds
 
 __all__ = [
     "JSONL_NAME", "MetricsError", "MetricsFormatError", "MetricsWriter", "TB_DIR", "iter_series", "metrics_figure",
@@ -24,4 +25,4 @@ __all__ += [
     "ReportError", "build_report", "draw_library", "plot_coevolution", "retrieval_tokens_per_query",
     "validate_rounds", "write_report",
 ]
-__all__ += ["render_html_report", "write_html_report"]
+__all__ += ["render_html_report", "write_html_report", "Outcome", "RoundRecord", "read_rounds"]

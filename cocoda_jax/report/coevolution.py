@@ -1,6 +1,6 @@
 """The co-evolution run report: one JSON summary of the rounds, their plots, and a drawing of the learned DAG.
 
-    rounds = [...]   # one record per round, round 0 = the state after SFT (schema: ROUND_KEYS)
+    rounds = [...]   # one RoundRecord (or its JSON) per round, round 0 = the state after SFT
     report = build_report(rounds, sft_accuracy=0.41, final_accuracy=0.63, final_library=snap,
                           primitive_names=primitives.names(), wall_s=3600.0)
     write_report(report, workdir / "report.json")
@@ -9,11 +9,9 @@
 
 Decisions:
 
-* A round record is validated before anything is computed from it (:class:`ReportError` names the
-  round and the key): every key of :data:`ROUND_KEYS` must be present; the library counts are ints
-  with ``library_size == primitives + composites``; a measurement may be ``None`` (not measured) but
-  never NaN or infinite, so the report is strict JSON; round numbers strictly increase, and only
-  round 0 may (and must) have the outcome ``"initial"``. Keys beyond the schema are kept.
+* A round record is checked before anything is computed from it (:class:`~.rounds.RoundRecord`, whose
+  schema is the report's per-round rows; :class:`ReportError` names the round and the key); round
+  numbers strictly increase.
 * The *final* state of a run is the last round whose outcome is ``initial``, ``accept`` or
   ``accept_planner``: a rejected round's measurements are those of a candidate that was thrown away.
   ``tool_calls_per_solved.final``, ``composite_share`` and ``retrieval_tokens_per_query`` are read
@@ -40,104 +38,21 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from cocoda_jax.errors import CocodaError
+from cocoda_jax.report.rounds import Outcome, ReportError, read_rounds
 
-OUTCOMES = ("initial", "accept", "accept_planner", "reject")
-ACCEPTED = ("accept", "accept_planner")
-
-#: The round-record schema, in the order the report keeps: key -> kind (see :func:`validate_round`).
-ROUND_KEYS: dict[str, str] = {
-    "round": "index", "outcome": "outcome", "reason": "str",
-    "library_size": "count", "primitives": "count", "composites": "count", "max_depth": "count",
-    "val_accuracy": "measure", "val_reward": "measure", "train_accuracy": "measure",
-    "tool_calls_per_solved": "measure", "composite_share": "measure", "retrieval_tokens_per_query": "measure",
-    "inserted": "names", "composite_uses": "uses", "wall_s": "measure",
-}
+#: The outcomes whose planner is kept (the final state of a run is the last such round's).
+ACCEPTED = (Outcome.ACCEPT, Outcome.ACCEPT_PLANNER)
 
 PLOT_NAMES = ("library.png", "accuracy.png", "tool_calls.png", "composite_share.png", "retrieval_tokens.png")
-
-
-class ReportError(CocodaError, ValueError):
-    """A malformed round record or report input; the message names the round and the key."""
-
-
-# -- validation ---------------------------------------------------------------------------------
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_real(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _where(position: int, record: Mapping[str, Any]) -> str:
-    r = record.get("round") if isinstance(record, Mapping) else None
-    return f"round {r}" if _is_int(r) else f"round record #{position}"
-
-
-def validate_round(record: Mapping[str, Any], position: int = 0) -> dict[str, Any]:
-    """A checked copy of one round record: schema keys first (in :data:`ROUND_KEYS` order), then any
-    other keys in their own order; ``inserted`` as a list, ``composite_uses`` sorted by name."""
-    if not isinstance(record, Mapping):
-        raise ReportError(f"round record #{position} is a {type(record).__name__}, not a dict")
-    where = _where(position, record)
-    missing = [k for k in ROUND_KEYS if k not in record]
-    if missing:
-        raise ReportError(f"{where}: missing key(s) {missing}")
-    out: dict[str, Any] = {}
-    for key, kind in ROUND_KEYS.items():
-        v = record[key]
-        bad = None
-        if kind == "index":
-            if not (_is_int(v) and v >= 0):
-                bad = "an int >= 0"
-        elif kind == "outcome":
-            if v not in OUTCOMES:
-                bad = f"one of {list(OUTCOMES)}"
-        elif kind == "str":
-            if not isinstance(v, str):
-                bad = "a str"
-        elif kind == "count":
-            if not (_is_int(v) and v >= 0):
-                bad = "an int >= 0"
-        elif kind == "measure":
-            if v is not None and not _is_real(v):
-                bad = "a finite number or None"
-        elif kind == "names":
-            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not all(isinstance(n, str) for n in v):
-                bad = "a list of str"
-            else:
-                v = list(v)
-        elif kind == "uses":
-            if not isinstance(v, Mapping) or not all(isinstance(n, str) and _is_int(c) and c >= 0
-                                                     for n, c in v.items()):
-                bad = "a dict of str -> int >= 0"
-            else:
-                v = {n: v[n] for n in sorted(v)}
-        if bad is not None:
-            raise ReportError(f"{where}: key {key!r} must be {bad}, got {record[key]!r}")
-        out[key] = v
-    if out["library_size"] != out["primitives"] + out["composites"]:
-        raise ReportError(f"{where}: key 'library_size' is {out['library_size']}, but primitives + composites "
-                          f"= {out['primitives']} + {out['composites']}")
-    if (out["round"] == 0) != (out["outcome"] == "initial"):
-        raise ReportError(f"{where}: key 'outcome' is {out['outcome']!r}; round 0 and only round 0 is 'initial'")
-    for key, v in record.items():
-        if key not in out:
-            out[key] = v
-    return out
-
-
-def validate_rounds(rounds: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`validate_round` on each record, and round numbers strictly increasing."""
-    if isinstance(rounds, (str, bytes, Mapping)) or not isinstance(rounds, Iterable):
-        raise ReportError(f"rounds must be a list of round records, got {type(rounds).__name__}")
-    checked = [validate_round(r, i) for i, r in enumerate(rounds)]
-    for prev, cur in zip(checked, checked[1:]):
-        if cur["round"] <= prev["round"]:
-            raise ReportError(f"round {cur['round']}: key 'round' does not increase (it follows round {prev['round']})")
-    return checked
+def validate_rounds(rounds: Any) -> list[dict[str, Any]]:
+    """The round records checked (:func:`.rounds.read_rounds`) and written as the report's rows."""
+    return [r.to_json() for r in read_rounds(rounds)]
 
 
 def _number_or_none(name: str, v: Any) -> float | None:
@@ -493,7 +408,6 @@ def draw_library(snapshot, path: str | os.PathLike, *, primitive_names: Iterable
 
 
 __all__ = [
-    "ACCEPTED", "MAX_UNUSED_PRIMITIVES_SHOWN", "OUTCOMES", "PLOT_NAMES", "ROUND_KEYS", "ReportError", "build_report",
-    "draw_library", "library_summary", "plot_coevolution", "retrieval_tokens_per_query", "validate_round",
-    "validate_rounds", "write_report", "write_text_atomic",
+    "ACCEPTED", "MAX_UNUSED_PRIMITIVES_SHOWN", "PLOT_NAMES", "ReportError", "build_report",
+    "draw_library", "library_summary", "plot_coevolution", "retrieval_tokens_per_query", "validate_rounds", "write_report", "write_text_atomic",
 ]

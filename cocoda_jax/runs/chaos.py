@@ -165,9 +165,9 @@ def _job(config_args: Sequence[str], workdir: Path, env: dict[str, str], timeout
 
 def _rounds_checkpointed(workdir: Path) -> int | None:
     """The round of ``workdir``'s newest checkpoint (None: none yet)."""
-    from cocoda_jax.runs import common
+    from cocoda_jax.runs import rundir
     from cocoda_jax.runs.progress import RunProgress
-    latest = common.latest_checkpoint(workdir)
+    latest = rundir.latest_checkpoint(workdir)
     return None if latest is None else RunProgress.from_json(latest.payloads["progress"]).round
 
 

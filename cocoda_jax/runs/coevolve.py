@@ -54,9 +54,10 @@ from cocoda_jax.data import direct_answer
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.report import MetricsWriter, write_html_report
-from cocoda_jax.report.coevolution import (ROUND_KEYS, build_report, draw_library, library_summary,
+from cocoda_jax.report.coevolution import (build_report, draw_library, library_summary,
                                            plot_coevolution, retrieval_tokens_per_query, write_report,
                                            write_text_atomic)
+from cocoda_jax.report.rounds import Outcome, RoundRecord
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards
@@ -64,8 +65,10 @@ from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.curriculum import Curriculum
 from cocoda_jax.rods.tracker import tracking_reward
-from cocoda_jax.runs import common, host_memory, hosts, stage0
-from cocoda_jax.runs.progress import IncumbentRecord, Outcome, RunProgress, outcome_of
+from cocoda_jax.runs import builders, domains, host_memory, hosts, rundir, stage0
+from cocoda_jax.runs.settings import require
+from cocoda_jax.errors import ConfigError
+from cocoda_jax.runs.progress import IncumbentRecord, RunProgress
 from cocoda_jax.runs.settings import RunSettings
 
 ProgramPairs = tuple[tuple[str, str], ...]  # stored demonstrations: (task id, program)
@@ -134,12 +137,12 @@ _SECTIONS = ("seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grp
 def _settings(config: ml_collections.ConfigDict) -> RunSettings:
     """The whole config parsed and checked once, before anything is built; the sections only
     this job reads (``warm``, ``coevolve``, ``rods``, ``report``) are required here."""
-    common.require(config, *_SECTIONS)
+    require(config, *_SECTIONS)
     settings = RunSettings.parse(config)
     for name in ("warm", "coevolve", "rods", "report"):
         settings.required(name)
     if settings.coevolve.probation_iterations >= settings.grpo.iterations_per_round:
-        raise common.ConfigError(
+        raise ConfigError(
             f"config.coevolve.probation_iterations ({settings.coevolve.probation_iterations}) must be below "
             f"config.grpo.iterations_per_round ({settings.grpo.iterations_per_round}): mining reads the GRPO "
             "iterations before it")
@@ -157,7 +160,7 @@ class _RunContext:
     settings: RunSettings
     workdir: Path
     sandbox: Sandbox
-    domain: common.Domain
+    domain: domains.Domain
     tokenizer: Tokenizer
     sft_learner: Learner
     grpo_learner: Learner
@@ -206,18 +209,18 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
              show_progress: bool) -> _RunContext:
     """The domain, the tokenizer (trained on the gold demonstrations, or reused), the planner and
     its three learners."""
-    domain = stage0.demonstrated(settings, workdir, sandbox, common.build_domain(settings, sandbox),
+    domain = stage0.demonstrated(settings, workdir, sandbox, domains.build_domain(settings, sandbox),
                                  show_progress=show_progress)
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.demonstrations)
-    tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
-    mesh = common.mesh_of(settings)
-    model = common.build_planner(settings, tokenizer.vocab_size, mesh)
+    tokenizer = builders.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
+    mesh = builders.mesh_of(settings)
+    model = builders.build_planner(settings, tokenizer.vocab_size, mesh)
     start_library = direct_answer.library(sandbox) if settings.coevolve.direct_answer else domain.library
     return _RunContext(
         config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, tokenizer=tokenizer,
-        sft_learner=common.sft_learner(model, settings, mesh), grpo_learner=common.grpo_learner(model, settings, mesh),
-        refresh_learner=common.refresh_learner(model, settings, mesh),
+        sft_learner=builders.sft_learner(model, settings, mesh), grpo_learner=builders.grpo_learner(model, settings, mesh),
+        refresh_learner=builders.refresh_learner(model, settings, mesh),
         tasks_by_id={str(t.id): t for t in (*domain.train, *domain.val, *domain.test, *domain.dev)},
         start_library=start_library, primitive_names=frozenset(start_library.names()),
         show_progress=show_progress)
@@ -287,7 +290,7 @@ def _cards(ctx: _RunContext, snapshot: LibrarySnapshot, programs: Any) -> Prompt
     hit = ctx.cards_cache.get(key)
     if hit is None or hit[0] is not snapshot:
         questions = {i: ctx.task(i).question for i, _ in programs}
-        hit = (snapshot, common.prompt_cards(snapshot, ctx.settings.retrieval, programs, questions))
+        hit = (snapshot, builders.prompt_cards(snapshot, ctx.settings.retrieval, programs, questions))
         while len(ctx.cards_cache) >= 2:  # a round needs at most the incumbent's and the candidate's
             ctx.cards_cache.pop(next(iter(ctx.cards_cache)))
         ctx.cards_cache[key] = hit
@@ -383,9 +386,7 @@ def _teacher(ctx: _RunContext) -> TeacherAbstractor:
 # ------------------------------------------------------------------------------------------------
 
 
-#: Round-record keys report.json keeps beside the report schema's (``ROUND_KEYS``).
-_REPORTED_EXTRA_KEYS = ("val_per_category", "proposal_val_accuracy", "stage_s", "mechanism", "dev_accuracy",
-                        "dev_per_category")
+#: What a refused round's record carries over from the kept pair's (its numbers, not the refused proposal's).
 _KEPT_PAIR_KEYS = ("val_accuracy", "val_reward", "tool_calls_per_solved", "composite_share", "composite_uses",
                    "val_per_category")
 
@@ -409,40 +410,41 @@ def _library_fields(snapshot: LibrarySnapshot) -> dict[str, int]:
 
 
 def _round_record(ctx: _RunContext, r: int, outcome: Outcome, reason: str, snapshot: LibrarySnapshot,
-                  ev: loop.Evaluation, train_acc: float | None, inserted: list[str], wall_s: float,
-                  previous: dict | None = None, previous_library: LibrarySnapshot | None = None) -> dict[str, Any]:
+                  ev: loop.Evaluation, train_acc: float | None, inserted: Sequence[str], wall_s: float,
+                  previous: RoundRecord | None = None, previous_library: LibrarySnapshot | None = None
+                  ) -> RoundRecord:
     """``previous``/``previous_library``: the last record and its library; the retrieval cost is
     measured again only when the library changed (an index build per round otherwise)."""
     if previous is not None and previous_library is snapshot:
-        tokens = previous["retrieval_tokens_per_query"]
+        tokens = previous.retrieval_tokens_per_query
     else:
         questions = [t.question for t in ctx.domain.val[:ctx.settings.report.retrieval_queries]]
         tokens = retrieval_tokens_per_query(snapshot, questions, k=ctx.settings.report.retrieval_k) \
             if questions else None
-    return {"round": r, "outcome": outcome.value, "reason": reason,
-            **_library_fields(snapshot), "val_accuracy": ev.accuracy, "val_reward": ev.reward_mean,
-            "train_accuracy": train_acc, "tool_calls_per_solved": ev.calls_per_solved,
-            "composite_share": ev.composite_share, "retrieval_tokens_per_query": tokens, "inserted": inserted,
-            "composite_uses": ev.composite_uses,
-            "val_per_category": common.per_category(ctx.domain, ctx.domain.val, ev), "wall_s": wall_s}
+    return RoundRecord(round=r, outcome=outcome, reason=reason, **_library_fields(snapshot),
+                       val_accuracy=ev.accuracy, val_reward=ev.reward_mean, train_accuracy=train_acc,
+                       tool_calls_per_solved=ev.calls_per_solved, composite_share=ev.composite_share,
+                       retrieval_tokens_per_query=tokens, inserted=tuple(inserted),
+                       composite_uses=dict(sorted(ev.composite_uses.items())),
+                       val_per_category=domains.per_category(ctx.domain, ctx.domain.val, ev), wall_s=wall_s)
 
 
 def _dev_fields(ctx: _RunContext, state: TrainState, library: LibrarySnapshot, programs: Any) -> dict[str, Any]:
     """The kept (planner, library) on the dev split: progress measured on tasks no decision reads
     (acceptance chooses on validation, so validation accuracy flatters the kept pair)."""
     ev = _evaluate(ctx, state, library, ctx.domain.dev, _cards(ctx, library, programs))
-    return {"dev_accuracy": ev.accuracy, "dev_per_category": common.per_category(ctx.domain, ctx.domain.dev, ev)}
+    return {"dev_accuracy": ev.accuracy, "dev_per_category": domains.per_category(ctx.domain, ctx.domain.dev, ev)}
 
 
-def _round_scalars(record: dict[str, Any], outcome: Outcome, rods_metrics: dict | None) -> dict[str, float]:
+def _round_scalars(record: RoundRecord, rods_metrics: dict | None) -> dict[str, float]:
     """What the metrics file logs at the end of a round."""
-    scalars = {"val/accuracy": record["val_accuracy"], "library/size": record["library_size"],
-               "library/max_depth": record["max_depth"], "val/composite_share": record["composite_share"],
-               "round/accepted": float(outcome.keeps_new_planner)}
-    if record["tool_calls_per_solved"] is not None:
-        scalars["val/calls_per_solved"] = record["tool_calls_per_solved"]
-    if record.get("dev_accuracy") is not None:
-        scalars["dev/accuracy"] = record["dev_accuracy"]
+    scalars = {"val/accuracy": record.val_accuracy, "library/size": record.library_size,
+               "library/max_depth": record.max_depth, "val/composite_share": record.composite_share,
+               "round/accepted": float(record.outcome.keeps_new_planner)}
+    if record.tool_calls_per_solved is not None:
+        scalars["val/calls_per_solved"] = record.tool_calls_per_solved
+    if record.dev_accuracy is not None:
+        scalars["dev/accuracy"] = record.dev_accuracy
     if rods_metrics is not None:
         scalars.update(rods_scalars(rods_metrics))
     return scalars
@@ -453,7 +455,7 @@ def _save(ctx: _RunContext, progress: RunProgress, library: LibrarySnapshot, sta
     payloads = {"progress": progress.to_json(), "library": library}
     if ctx.settings.rods.enabled:
         payloads["rods_files"] = read_tree(hosts.host_dir(ctx.workdir) / "rods")
-    common.save_checkpoint(ctx.workdir, progress.global_step, state, payloads, ctx.config, ref,
+    rundir.save_checkpoint(ctx.workdir, progress.global_step, state, payloads, ctx.config, ref,
                            keep=ctx.settings.checkpoint.keep)
     failpoints.hit("library/json")
     _write_library_json(ctx.workdir, progress.round, library)
@@ -480,14 +482,14 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     config other than the checkpoint's is a ConfigError unless ``allow_config_change``.
     ``progress``: show progress bars; ``stop_after_round``: return after that round's checkpoint."""
     settings = _settings(config)
-    workdir = common.local_workdir(workdir)
+    workdir = rundir.local_workdir(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    common.maybe_initialize_distributed(settings)
+    builders.maybe_initialize_distributed(settings)
     t_process = time.perf_counter()
-    with common.sandbox_for(settings) as sandbox:
+    with domains.sandbox_for(settings) as sandbox:
         ctx = _context(config, settings, workdir, sandbox, progress)
-        latest = common.latest_checkpoint(workdir)
-        writer = hosts.metrics_writer(workdir, resume_step=common.claim_workdir(workdir, config, latest,
+        latest = rundir.latest_checkpoint(workdir)
+        writer = hosts.metrics_writer(workdir, resume_step=rundir.claim_workdir(workdir, config, latest,
                                                                                 allow_config_change))
         if latest is None:
             run_progress, library, state, ref = _stages_1_and_2(ctx, writer)
@@ -513,7 +515,7 @@ def _resume(ctx: _RunContext, latest: Any) -> tuple[RunProgress, LibrarySnapshot
     run_progress = RunProgress.from_json(latest.payloads["progress"])
     library = latest.payloads["library"]
     _write_library_json(ctx.workdir, run_progress.round, library)
-    state, ref = common.restore_state(ctx.workdir, ctx.grpo_learner, latest.step, ctx.with_reference)
+    state, ref = rundir.restore_state(ctx.workdir, ctx.grpo_learner, latest.step, ctx.with_reference)
     if "rods_files" in latest.payloads and ctx.settings.rods.enabled:
         write_tree(hosts.host_dir(ctx.workdir) / "rods", latest.payloads["rods_files"])
     return run_progress, library, state, ref
@@ -531,19 +533,19 @@ def _round0_under_this_reward(ctx: _RunContext, run_progress: RunProgress, libra
     if run_progress.round != 0 or "reward" not in saved:
         return run_progress
     try:
-        if common.reward_config(saved) == ctx.settings.reward:
+        if builders.reward_config(saved) == ctx.settings.reward:
             return run_progress
-    except common.ConfigError:  # a section this version no longer parses: measured again, to be sure
+    except ConfigError:  # a section this version no longer parses: measured again, to be sure
         pass
     record = run_progress.records[0]
     t0 = time.perf_counter()
     ev = _evaluate(ctx, state, library, ctx.domain.val, _cards(ctx, library, run_progress.demo_programs))
-    if ev.accuracy != record["val_accuracy"]:
-        raise common.ConfigError(
-            f"{ctx.workdir}: round 0 was saved with validation accuracy {record['val_accuracy']!r}, but its "
+    if ev.accuracy != record.val_accuracy:
+        raise ConfigError(
+            f"{ctx.workdir}: round 0 was saved with validation accuracy {record.val_accuracy!r}, but its "
             f"planner and library give {ev.accuracy!r} here: the checkpoint is not this run's stages 1-2")
-    stage_s = {**record.get("stage_s", {}), "restate_reward": time.perf_counter() - t0}
-    restated = {**record, "val_reward": ev.reward_mean, "stage_s": stage_s}
+    stage_s = {**(record.stage_s or {}), "restate_reward": time.perf_counter() - t0}
+    restated = record.replace(val_reward=ev.reward_mean, stage_s=stage_s)
     return dataclasses.replace(run_progress, records=(restated, *run_progress.records[1:]))
 
 
@@ -605,15 +607,15 @@ def _stages_1_and_2(ctx: _RunContext, writer: MetricsWriter
                            reward_config=ctx.settings.reward, seed=ctx.seed,
                            scan_layers=ctx.settings.model.scan_layers)
     grpo_state = ctx.grpo_learner.state_from_params(state.params)
-    ref = common.frozen_copy(grpo_state.params) if ctx.with_reference else None
+    ref = rundir.frozen_copy(grpo_state.params) if ctx.with_reference else None
     steps = ctx.settings.sft.steps
     writer.write(steps, {"val/accuracy": ev.accuracy})
     record = _round_record(ctx, 0, Outcome.INITIAL, "the SFT planner with the warm library", library, ev, None,
                            sorted(set(library.names()) - ctx.primitive_names), time.perf_counter() - t0)
     if ctx.domain.dev:
         with _timed(stage_s, "dev"):
-            record = {**record, **_dev_fields(ctx, grpo_state, library, programs)}
-    record = {**record, "stage_s": stage_s}
+            record = record.replace(**_dev_fields(ctx, grpo_state, library, programs))
+    record = record.replace(stage_s=stage_s)
     incumbent = acceptance.initial("round-0", library, ev.accuracy, ev.used_tools)
     run_progress = RunProgress(round=0, global_step=steps, sft_accuracy=ev.accuracy,
                                incumbent=IncumbentRecord.of(incumbent), records=(record,), demo_programs=programs,
@@ -828,14 +830,14 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
     proposal = acceptance.Proposal(r, f"round-{r}", mined.library, ev.accuracy, ev.used_tools)
     rule = ctx.settings.coevolve.acceptance
     new_incumbent, decision = acceptance.decide(incumbent, proposal, rule)
-    if grew and (rule.growth_must_pay or outcome_of(decision) is Outcome.REJECT):
+    if grew and (rule.growth_must_pay or decision.outcome is Outcome.REJECT):
         alone = _evaluate(ctx, trained.state, library, ctx.domain.val, cards)
         proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
                                        planner_only_used_tools=alone.used_tools, planner_alone=f"round-{r}-grpo")
         new_incumbent, decision = acceptance.decide(incumbent, proposal, rule)
-        if outcome_of(decision) is Outcome.ACCEPT_PLANNER:
+        if decision.outcome is Outcome.ACCEPT_PLANNER:
             ev = alone
-    outcome = outcome_of(decision)
+    outcome = decision.outcome
     state = {Outcome.ACCEPT: refactored.state, Outcome.ACCEPT_PLANNER: trained.state}.get(outcome)
     return Verdict(outcome, decision, new_incumbent, ev, state, proposal.val_reward)
 
@@ -869,14 +871,14 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
     ``stage_s``: the round's wall seconds per stage (up to this record)."""
     accepted = verdict.outcome is Outcome.ACCEPT
     rec = _round_record(ctx, r, verdict.outcome, verdict.decision.reason, library, verdict.evaluation,
-                        float(np.mean(accuracies)), list(mined.inserted) if accepted else [], wall_s,
+                        float(np.mean(accuracies)), mined.inserted if accepted else (), wall_s,
                         previous=before.last_record, previous_library=previous_library)
     if verdict.outcome is Outcome.REJECT:  # the kept pair's numbers, not the refused proposal's
-        rec = {**rec, **{key: before.last_record[key] for key in _KEPT_PAIR_KEYS if key in before.last_record},
-               "proposal_val_accuracy": verdict.evaluation.accuracy}
+        kept = {key: getattr(before.last_record, key) for key in _KEPT_PAIR_KEYS}
+        rec = rec.replace(**kept, proposal_val_accuracy=verdict.evaluation.accuracy)
     elif verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.pair_accuracy is not None:
-        rec = {**rec, "proposal_val_accuracy": verdict.pair_accuracy}
-    rec = {**rec, "mining": mined.log, **(extra or {}), **({"stage_s": dict(stage_s)} if stage_s is not None else {})}
+        rec = rec.replace(proposal_val_accuracy=verdict.pair_accuracy)
+    rec = rec.replace(mining=mined.log, **(extra or {}), **({"stage_s": dict(stage_s)} if stage_s is not None else {}))
     return dataclasses.replace(
         before, round=r, global_step=refactored.step, records=(*before.records, rec),
         decisions=(*before.decisions, verdict.decision.to_record()), incumbent=IncumbentRecord.of(verdict.incumbent),
@@ -915,7 +917,7 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             if verdict.state is not None:
                 state = verdict.state
             else:  # back to the incumbent planner: the last checkpoint's
-                state = common.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step,
+                state = rundir.restore_state(ctx.workdir, ctx.grpo_learner, run_progress.global_step,
                                              ref is not None)[0]
         kept = mined.library if verdict.outcome is Outcome.ACCEPT else library
         if verdict.outcome is Outcome.ACCEPT and mined.accepted:  # the new stored set's traces over `kept`
@@ -930,11 +932,11 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,
                               rods_metrics, time.perf_counter() - t_round, stage_s, extra)
         library = kept
-        writer.write(run_progress.global_step, _round_scalars(run_progress.last_record, verdict.outcome, rods_metrics))
+        writer.write(run_progress.global_step, _round_scalars(run_progress.last_record, rods_metrics))
         _save(ctx, run_progress, library, state, ref)
         bar.update(1)
-        bar.set_postfix(acc=f"{run_progress.last_record['val_accuracy']:.2f}",
-                        lib=run_progress.last_record["library_size"], outcome=verdict.outcome.value)
+        bar.set_postfix(acc=f"{run_progress.last_record.val_accuracy:.2f}",
+                        lib=run_progress.last_record.library_size, outcome=verdict.outcome.value)
     bar.close()
     return run_progress, library, state
 
@@ -947,27 +949,26 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     t_test = time.perf_counter()
     test = _evaluate(ctx, state, library, ctx.domain.test, cards)
     test_eval_s = time.perf_counter() - t_test
-    rounds = [{k: v for k, v in rec.items() if k in ROUND_KEYS or k in _REPORTED_EXTRA_KEYS}
-              for rec in run_progress.records]
-    wall = sum(float(rec["wall_s"]) for rec in run_progress.records)
+    rounds = [rec.replace(mining=None, extra={}) for rec in run_progress.records]  # the mining logs stay in the checkpoint
+    wall = sum(float(rec.wall_s) for rec in run_progress.records)
     extra = {"test_accuracy": test.accuracy, "frozen_library": ctx.frozen_library,
              "decisions": list(run_progress.decisions), "warm": run_progress.warm,
              "wall_s_this_process": time.perf_counter() - t_process, "test_eval_s": test_eval_s,
              "host_malloc": host_memory.status(),  # what the wall times ran under (docs/configs.md)
-             "retrieval": common.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
+             "retrieval": builders.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
              "test_outcomes": test.outcomes(),
-             "test_per_category": common.per_category(ctx.domain, ctx.domain.test, test),
+             "test_per_category": domains.per_category(ctx.domain, ctx.domain.test, test),
              "rods_per_epoch": list(run_progress.rods_metrics) or None,
              # the kept pair after each round on tasks no decision read (validation chose the pairs)
-             "dev_accuracy_per_round": [rec.get("dev_accuracy") for rec in run_progress.records]
+             "dev_accuracy_per_round": [rec.dev_accuracy for rec in run_progress.records]
              if ctx.domain.dev else None}
     report = build_report(rounds, sft_accuracy=run_progress.sft_accuracy,
-                          final_accuracy=run_progress.last_record["val_accuracy"], final_library=library,
+                          final_accuracy=run_progress.last_record.val_accuracy, final_library=library,
                           primitive_names=ctx.primitive_names, wall_s=wall, extra=extra)
     failpoints.hit("report/write")
     if hosts.is_primary():
         write_report(report, ctx.workdir / "report.json")
-        plot_coevolution(rounds, ctx.workdir / "plots")
+        plot_coevolution(report["per_round"], ctx.workdir / "plots")
         draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
         write_html_report(ctx.workdir)  # reads the report, the library JSONs, the metrics and the DAG drawing
     return report

@@ -39,7 +39,7 @@ from cocoda_jax.errors import ConfigError
 from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS, get_preset
 from cocoda_jax.models.transformer import abstract_model
 from cocoda_jax.rl.learner import Learner
-from cocoda_jax.runs import common
+from cocoda_jax.runs import builders
 from cocoda_jax.runs.settings import RunSettings
 
 H200_BYTES = 141 * 10**9
@@ -97,8 +97,8 @@ def memory_plan(config: Any, config_name: str = "") -> dict[str, Any]:
     mesh = make_mesh(data, fsdp, tensor, devices=jax.devices()[:need])
     cfg = _model_config(settings)
     model = abstract_model(cfg)
-    sft = Learner.abstract(model, common.sft_learner_config(settings), mesh)
-    grpo = Learner.abstract(model, common.grpo_learner_config(settings), mesh)
+    sft = Learner.abstract(model, builders.sft_learner_config(settings), mesh)
+    grpo = Learner.abstract(model, builders.grpo_learner_config(settings), mesh)
     length = settings.rollout.max_len
     beta = grpo.config.grpo.beta
     steps = {}

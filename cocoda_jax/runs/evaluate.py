@@ -22,7 +22,9 @@ from typing import Any
 
 from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.rl import loop as L
-from cocoda_jax.runs import common as C
+from cocoda_jax.runs import builders, domains, rundir
+from cocoda_jax.runs.settings import RunSettings
+from cocoda_jax.errors import ConfigError
 
 
 def _checkpoint(run_dir: Path, step: int | None) -> Any:
@@ -30,22 +32,22 @@ def _checkpoint(run_dir: Path, step: int | None) -> Any:
     directory = run_dir / "checkpoints"
     kept = ckpt.all_steps(directory) if directory.is_dir() else []
     if not kept:
-        raise C.ConfigError(f"{run_dir} holds no checkpoint")
+        raise ConfigError(f"{run_dir} holds no checkpoint")
     if step is not None and step not in kept:
-        raise C.ConfigError(f"{run_dir} has no checkpoint {step}; kept: {kept}")
+        raise ConfigError(f"{run_dir} has no checkpoint {step}; kept: {kept}")
     return ckpt.restore(directory, None, step)
 
 
-def dev_tasks(settings: C.RunSettings, sandbox: Any, domain: C.Domain, split: str, domain_seed: int) -> list[Any]:
+def dev_tasks(settings: RunSettings, sandbox: Any, domain: domains.Domain, split: str, domain_seed: int) -> list[Any]:
     """``split`` of the domain drawn with ``domain_seed``, minus the tasks whose question is one of
     ``domain``'s (the run's own train/val/test): a dev set the run never saw."""
     options = dict(settings.domain.options)
     if "seed" not in options:
-        raise C.ConfigError(f"domain {settings.domain.name!r} has no seed to draw a dev set with")
+        raise ConfigError(f"domain {settings.domain.name!r} has no seed to draw a dev set with")
     options["seed"] = int(domain_seed)
     other = dataclasses.replace(settings, domain=dataclasses.replace(settings.domain, options=tuple(options.items())))
     seen = {t.question for t in (*domain.train, *domain.val, *domain.test)}
-    return [t for t in getattr(C.build_domain(other, sandbox), split) if t.question not in seen]
+    return [t for t in getattr(domains.build_domain(other, sandbox), split) if t.question not in seen]
 
 
 def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequence[str] | None = None,
@@ -59,9 +61,9 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
     if split not in ("val", "test"):
         raise ValueError(f"split must be 'val' or 'test', got {split!r}")
     restored = _checkpoint(run_dir, step)
-    settings = C.RunSettings.parse(restored.config)  # the config the run was saved with
-    with C.sandbox_for(settings) as sandbox:
-        domain = C.build_domain(settings, sandbox)
+    settings = RunSettings.parse(restored.config)  # the config the run was saved with
+    with domains.sandbox_for(settings) as sandbox:
+        domain = domains.build_domain(settings, sandbox)
         if domain_seed is None:
             tasks = list(getattr(domain, split))
         else:
@@ -83,14 +85,14 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
         library = restored.payloads["library"]
         by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
         programs = [tuple(p) for p in restored.payloads["progress"]["demo_programs"] if p[0] in by_id]
-        cards = C.prompt_cards(library, settings.retrieval, programs, {i: by_id[i].question for i, _ in programs})
-        tok = C.tokenizer_for(run_dir, (), settings.model.vocab_size, settings.model.hf_checkpoint)
-        mesh = C.mesh_of(settings)
-        learner = C.grpo_learner(C.build_planner(settings, tok.vocab_size, mesh), settings, mesh)
-        state, _ = C.restore_state(run_dir, learner, restored.step, with_ref=False)
+        cards = builders.prompt_cards(library, settings.retrieval, programs, {i: by_id[i].question for i, _ in programs})
+        tok = builders.tokenizer_for(run_dir, (), settings.model.vocab_size, settings.model.hf_checkpoint)
+        mesh = builders.mesh_of(settings)
+        learner = builders.grpo_learner(builders.build_planner(settings, tok.vocab_size, mesh), settings, mesh)
+        state, _ = rundir.restore_state(run_dir, learner, restored.step, with_ref=False)
         evaluation = L.evaluate(learner.model(state), tok, tasks, library, sandbox, settings.rollout,
                                 cards=cards, reward_config=settings.reward, seed=settings.seed)
-    per = C.per_category(domain, tasks, evaluation) or {domain.name: {"n": len(tasks), "accuracy": evaluation.accuracy}}
+    per = domains.per_category(domain, tasks, evaluation) or {domain.name: {"n": len(tasks), "accuracy": evaluation.accuracy}}
     return {"per_category": per, "policy": "planner", "run_dir": str(run_dir), "split": split,
             "domain_seed": settings.domain.get("seed") if domain_seed is None else int(domain_seed),
             "checkpoint_step": restored.step, "accuracy": evaluation.accuracy, "n": len(tasks),

@@ -6,9 +6,7 @@ SFT-then-GRPO job's (``runs/train.py``). Both are frozen: a stage returns a new 
 plain dict the jobs stored before these types existed (same keys, same JSON values), and
 ``from_json`` reads that dict, so checkpoints written either way resume.
 
-:class:`Outcome` is a round's acceptance decision (``coevolve/acceptance.py`` returns it as a
-string; :func:`outcome_of` converts at the boundary). It is a ``StrEnum``: a round record or a
-decision record holding it serialises to the same JSON string as before.
+A round's record is a :class:`~cocoda_jax.report.rounds.RoundRecord` (the report's schema).
 """
 
 from __future__ import annotations
@@ -19,25 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cocoda_jax.coevolve import acceptance
-
-
-class Outcome(enum.StrEnum):
-    """A round record's outcome: the acceptance decision, or ``INITIAL`` for round 0 (the SFT
-    planner with the warm library)."""
-
-    INITIAL = "initial"
-    ACCEPT = "accept"                   # the new planner and the new library
-    ACCEPT_PLANNER = "accept_planner"   # the new planner with the previous library
-    REJECT = "reject"                   # the previous planner and library are kept
-
-    @property
-    def keeps_new_planner(self) -> bool:
-        return self in (Outcome.ACCEPT, Outcome.ACCEPT_PLANNER)
-
-
-def outcome_of(decision: acceptance.Decision) -> Outcome:
-    """The typed outcome of an acceptance decision (a ValueError for a string it does not know)."""
-    return Outcome(decision.outcome)
+from cocoda_jax.report.rounds import RoundRecord
 
 
 # ------------------------------------------------------------------------------------------------
@@ -78,8 +58,7 @@ class IncumbentRecord:
 class RunProgress:
     """Where a co-evolution run stands after a round (round 0: after SFT).
 
-    ``records``: one round record per round (the report's per-round rows, ``report.ROUND_KEYS``
-    and more); ``decisions``: the acceptance decisions' records; ``warm``: stage 1's log;
+    ``records``: one :class:`RoundRecord` per round; ``decisions``: the acceptance decisions' records; ``warm``: stage 1's log;
     ``demo_programs``: the stored demonstrations as ``(task id, program)``, refactored to call the
     incumbent library's composites; ``excluded``: the patterns validation refused (JSON, from
     ``sequences.pattern_to_json``), never proposed again; ``rods_metrics``: one RODS epoch summary
@@ -90,7 +69,7 @@ class RunProgress:
     global_step: int
     sft_accuracy: float
     incumbent: IncumbentRecord
-    records: tuple[dict[str, Any], ...]
+    records: tuple[RoundRecord, ...]
     decisions: tuple[dict[str, Any], ...] = ()
     demo_programs: tuple[tuple[str, str], ...] = ()
     excluded: tuple[Any, ...] = ()
@@ -98,12 +77,12 @@ class RunProgress:
     rods_metrics: tuple[dict[str, Any], ...] = ()
 
     @property
-    def last_record(self) -> dict[str, Any]:
+    def last_record(self) -> RoundRecord:
         return self.records[-1]
 
     def to_json(self) -> dict[str, Any]:
         """The checkpoint payload (the plain dict of earlier versions, key for key)."""
-        return {"round": self.round, "global_step": self.global_step, "records": list(self.records),
+        return {"round": self.round, "global_step": self.global_step, "records": [r.to_json() for r in self.records],
                 "sft_accuracy": self.sft_accuracy, "warm": self.warm,
                 "demo_programs": [list(p) for p in self.demo_programs], "excluded": list(self.excluded),
                 "incumbent": self.incumbent.to_json(), "decisions": list(self.decisions),
@@ -112,7 +91,7 @@ class RunProgress:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RunProgress:
         return cls(round=int(d["round"]), global_step=int(d["global_step"]), sft_accuracy=d["sft_accuracy"],
-                   incumbent=IncumbentRecord.from_json(d["incumbent"]), records=tuple(d["records"]),
+                   incumbent=IncumbentRecord.from_json(d["incumbent"]), records=tuple(RoundRecord.from_json(r, i) for i, r in enumerate(d["records"])),
                    decisions=tuple(d.get("decisions") or ()),
                    demo_programs=tuple(tuple(p) for p in d.get("demo_programs") or ()),
                    excluded=tuple(d.get("excluded") or ()), warm=dict(d.get("warm") or {}),
@@ -171,4 +150,4 @@ class TrainProgress:
                    evals=tuple(ValidationPoint.from_json(e) for e in d.get("evals") or ()))
 
 
-__all__ = ["IncumbentRecord", "Outcome", "Phase", "RunProgress", "TrainProgress", "ValidationPoint", "outcome_of"]
+__all__ = ["IncumbentRecord", "Phase", "RunProgress", "TrainProgress", "ValidationPoint"]

@@ -626,8 +626,7 @@ class RunSettings:
 
     @classmethod
     def of(cls, config: Any) -> RunSettings:
-        """``config`` itself when already parsed, else :meth:`parse` of it (the builders of
-        ``runs.common`` take either)."""
+        """``config`` itself when already parsed, else :meth:`parse` of it (the builders take either)."""
         return config if isinstance(config, RunSettings) else cls.parse(config)
 
     def required(self, name: str) -> Any:
@@ -638,8 +637,33 @@ class RunSettings:
         return value
 
 
+#: What the builders take: a run's ConfigDict (parsed on the way in) or its parsed RunSettings.
+ConfigLike = Any
+
+
+def exit_on_config_error(main: Any) -> Any:
+    """``main`` for ``absl.app.run``: a refused config, or stage 0's endpoint failing, ends the job
+    with its message (exit status 1), not a traceback."""
+    from cocoda_jax.demos import DemoEndpointError
+
+    def wrapped(argv):
+        try:
+            return main(argv)
+        except ConfigError as e:
+            raise SystemExit(f"config error: {e}") from None
+        except DemoEndpointError as e:
+            raise SystemExit(str(e)) from None
+    return wrapped
+
+
+def require(config: ml_collections.ConfigDict, *keys: str) -> None:
+    missing = [k for k in keys if k not in config]
+    if missing:
+        raise ConfigError(f"config lacks {missing}")
+
+
 __all__ = [
-    "CheckpointSettings", "CoevolveSettings", "DemosSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
+    "ConfigError", "ConfigLike", "exit_on_config_error", "require", "CheckpointSettings", "CoevolveSettings", "DemosSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
     "MeshSettings", "ModelSettings", "ReportSettings", "RodsSettings", "RunSettings", "SandboxSettings",
     "SftSettings", "TOP_LEVEL", "WarmSettings", "section",
 ]

@@ -31,7 +31,9 @@ from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import Tokenizer
-from cocoda_jax.runs import common, host_memory, hosts, stage0
+from cocoda_jax.runs import builders, domains, host_memory, hosts, rundir, stage0
+from cocoda_jax.runs.settings import require
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import Phase, TrainProgress, ValidationPoint
 from cocoda_jax.runs.settings import RunSettings
 
@@ -51,7 +53,7 @@ class _Job:
     settings: RunSettings
     workdir: Path
     sandbox: Sandbox
-    domain: common.Domain
+    domain: domains.Domain
     cards: PromptCards
     tokenizer: Tokenizer
     demos: list[trajectory.TokenizedEpisode]
@@ -89,7 +91,7 @@ class _Job:
         return self.stop_after_step is not None and step >= self.stop_after_step
 
     def save(self, step: int, state: TrainState, progress: TrainProgress, ref: Any = None) -> None:
-        common.save_checkpoint(self.workdir, step, state, {"progress": progress.to_json(), "library": self.library},
+        rundir.save_checkpoint(self.workdir, step, state, {"progress": progress.to_json(), "library": self.library},
                                self.config, ref, keep=self.settings.checkpoint.keep)
 
     def evaluate(self, learner: Learner, state: TrainState, tasks: Sequence[Any]) -> loop.Evaluation:
@@ -114,23 +116,23 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         stop_after_step: int | None = None, allow_config_change: bool = False) -> dict[str, Any]:
     """Runs (or resumes) the job; returns the summary also written to ``workdir/train_summary.json``.
     ``stop_after_step``: return after the checkpoint of that global step (tests of resumption)."""
-    common.require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
+    require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
                    "checkpoint", "retrieval")
     settings = RunSettings.parse(config)  # the whole config parsed and checked once, before anything is built
-    workdir = common.local_workdir(workdir)
+    workdir = rundir.local_workdir(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    common.maybe_initialize_distributed(settings)
+    builders.maybe_initialize_distributed(settings)
     t_start = time.perf_counter()
-    with common.sandbox_for(settings) as sandbox:
+    with domains.sandbox_for(settings) as sandbox:
         job = _build_job(config, settings, workdir, sandbox, progress, stop_after_step)
-        latest = common.latest_checkpoint(workdir)
+        latest = rundir.latest_checkpoint(workdir)
         start = TrainProgress.from_json(latest.payloads["progress"]) if latest else TrainProgress()
-        writer = hosts.metrics_writer(workdir, resume_step=common.claim_workdir(workdir, config, latest,
+        writer = hosts.metrics_writer(workdir, resume_step=rundir.claim_workdir(workdir, config, latest,
                                                                                 allow_config_change))
         if start.phase is Phase.SFT:
             position = _sft_stage(job, writer, start, latest)
         else:
-            state, ref = common.restore_state(workdir, job.grpo_learner, latest.step, _with_reference(job))
+            state, ref = rundir.restore_state(workdir, job.grpo_learner, latest.step, _with_reference(job))
             position = _Position(start, state, ref)
         if position.stopped_at is None:
             position = _grpo_stage(job, writer, position)
@@ -145,27 +147,27 @@ def _build_job(config: ml_collections.ConfigDict, settings: RunSettings, workdir
     """The domain, its prompts, the tokenizer (trained on the gold demonstrations, or reused), the
     demonstrations (a ConfigError if none fits ``rollout.max_len``), the planner and its learners."""
     rollout, retrieval = settings.rollout, settings.retrieval
-    domain = stage0.demonstrated(settings, workdir, sandbox, common.build_domain(settings, sandbox),
+    domain = stage0.demonstrated(settings, workdir, sandbox, domains.build_domain(settings, sandbox),
                                  show_progress=show_progress)
     library = domain.library
     shown = domain.demonstrations  # answer-only training tasks are GRPO's, never SFT's
-    cards = common.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in shown],
+    cards = builders.prompt_cards(library, retrieval, [(str(t.id), t.program) for t in shown],
                                 {str(t.id): t.question for t in shown})
     segments = loop.gold_segments(shown, cards)
     # the BPE sees every tool name once, whatever the prompts show
     texts = itertools.chain(["\n".join(all_cards(library, retrieval.card_style))],
                             (trajectory.segments_text(s) for s in segments))
-    tokenizer = common.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
+    tokenizer = builders.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
     demos = loop.demonstration_records(segments, tokenizer, rollout)
     if not demos:
-        raise common.ConfigError(f"every demonstration is longer than rollout.max_len={rollout.max_len} tokens (the "
+        raise ConfigError(f"every demonstration is longer than rollout.max_len={rollout.max_len} tokens (the "
                                  f"prompt shows {len(cards.tools(domain.train[0]))} tool cards in retrieval.mode="
                                  f"{retrieval.mode!r}): raise max_len or show fewer cards")
-    mesh = common.mesh_of(settings)
-    model = common.build_planner(settings, tokenizer.vocab_size, mesh)
+    mesh = builders.mesh_of(settings)
+    model = builders.build_planner(settings, tokenizer.vocab_size, mesh)
     return _Job(config=config, settings=settings, workdir=workdir, sandbox=sandbox, domain=domain, cards=cards,
-                tokenizer=tokenizer, demos=demos, sft_learner=common.sft_learner(model, settings, mesh),
-                grpo_learner=common.grpo_learner(model, settings, mesh), show_progress=show_progress,
+                tokenizer=tokenizer, demos=demos, sft_learner=builders.sft_learner(model, settings, mesh),
+                grpo_learner=builders.grpo_learner(model, settings, mesh), show_progress=show_progress,
                 stop_after_step=stop_after_step)
 
 
@@ -179,7 +181,7 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
     planner's validation and test accuracy and the GRPO learner's first checkpoint at step S."""
     sft = job.sft_learner
     steps = job.sft_steps
-    state = common.restore_state(job.workdir, sft, latest.step, False)[0] if latest else sft.init_state()
+    state = rundir.restore_state(job.workdir, sft, latest.step, False)[0] if latest else sft.init_state()
     bar = _progress_bar(steps, int(state.step), "SFT", job.show_progress)
     every = job.settings.checkpoint.every_sft_steps
 
@@ -205,7 +207,7 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
                                    sft_test_accuracy=sft_test.accuracy, iteration=0,
                                    evals=(ValidationPoint(steps, 0, ev.accuracy),))
     grpo_state = job.grpo_learner.state_from_params(state.params)
-    ref = common.frozen_copy(grpo_state.params) if _with_reference(job) else None
+    ref = rundir.frozen_copy(grpo_state.params) if _with_reference(job) else None
     job.save(steps, grpo_state, progress, ref)
     return _Position(progress, grpo_state, ref, stopped_at=steps if job.stops_at(steps) else None)
 
@@ -254,7 +256,7 @@ def _finish(job: _Job, writer: MetricsWriter, position: _Position, t_start: floa
                      "best_val": best.val_accuracy, "best_val_iteration": best.iteration,
                      "grpo_test": final.accuracy, "sft_test": progress.sft_test_accuracy},
         "val_curve": [e.to_json() for e in evals], "calls_per_solved_test": final.calls_per_solved,
-        "retrieval": common.retrieval_summary(job.cards, job.domain.test, final, job.tokenizer, job.rollout),
+        "retrieval": builders.retrieval_summary(job.cards, job.domain.test, final, job.tokenizer, job.rollout),
         "test_outcomes": final.outcomes(),
         "wall_s_this_process": time.perf_counter() - t_start,
         "host_malloc": host_memory.status(),  # what the wall time ran under (docs/configs.md)

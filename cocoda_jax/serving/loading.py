@@ -5,9 +5,9 @@ Both paths go through the project's own loaders, nothing is re-read by hand:
 * an HF directory (``config.json`` + safetensors + tokenizer files): ``load_hf_checkpoint`` and
   ``load_tokenizer``;
 * a run's workdir (``checkpoints/`` + ``tokenizer/``, as ``launch.coevolve`` / ``launch.train``
-  write it): the run's saved config rebuilds the planner (``runs.common.build_planner``, so a
+  write it): the run's saved config rebuilds the planner (``runs.builders.build_planner``, so a
   ``tiny`` planner takes the run tokenizer's vocabulary and an HF-based run its checkpoint's
-  shape), ``runs.common.tokenizer_for`` gives the run's tokenizer, and ``checkpoint.restore`` with
+  shape), ``runs.builders.tokenizer_for`` gives the run's tokenizer, and ``checkpoint.restore`` with
   ``partial=True`` reads the newest step's ``params`` only (the optimizer state and the KL
   reference stay on disk: serving needs neither, and Adam's moments are twice the weights).
 
@@ -123,17 +123,18 @@ def _load_run(path: Path):
     from flax import nnx
 
     from cocoda_jax import checkpoint as ckpt
-    from cocoda_jax.runs import common as C
+    from cocoda_jax.runs import builders
+    from cocoda_jax.runs.settings import RunSettings
 
     directory = path / "checkpoints"
     try:
         head = ckpt.restore(directory, decoders={})  # config and payloads only
-        settings = C.RunSettings.parse(head.config)
+        settings = RunSettings.parse(head.config)
     except (ckpt.CheckpointError, ConfigError) as e:
         raise ModelLoadError(f"{path}: {e}") from e
     if not settings.model.hf_checkpoint and not (path / "tokenizer").is_dir():
         raise ModelLoadError(f"{path}: the run has no tokenizer/ folder (serving never trains one)")
-    tokenizer = C.tokenizer_for(path, (), settings.model.vocab_size, settings.model.hf_checkpoint).hf
+    tokenizer = builders.tokenizer_for(path, (), settings.model.vocab_size, settings.model.hf_checkpoint).hf
     try:
         graphdef, params = nnx.split(_abstract_planner(settings, len(tokenizer)))
     except ConfigError as e:
@@ -154,14 +155,14 @@ def _abstract_planner(settings, vocab_size: int):
 
     from cocoda_jax.models.hf_checkpoint import load_config
     from cocoda_jax.models.transformer import abstract_model
-    from cocoda_jax.runs import common as C
+    from cocoda_jax.runs import builders
 
     if settings.model.hf_checkpoint:
         path = Path(settings.model.hf_checkpoint)
         if not path.is_dir():
             raise ConfigError(f"config.model.hf_checkpoint {str(path)!r} is not a local directory")
         return abstract_model(load_config(path))
-    return nnx.eval_shape(lambda: C.build_planner(settings, vocab_size, None))
+    return nnx.eval_shape(lambda: builders.build_planner(settings, vocab_size, None))
 
 
 __all__ = ["ServedModel", "TextCodec", "detect_source", "load_served_model"]

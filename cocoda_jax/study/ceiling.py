@@ -16,7 +16,7 @@ from typing import Any
 from cocoda_jax.coevolve.abstractor import fold_all
 from cocoda_jax.coevolve.rounds import warm_library
 from cocoda_jax.coevolve.traces import Trace, gold_trace
-from cocoda_jax.runs import common
+from cocoda_jax.runs import domains
 from cocoda_jax.runs.settings import RunSettings
 
 
@@ -29,7 +29,7 @@ def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, A
     """Per task depth (the domain's category) and overall: tasks, and how many fit the turn limit
     with the primitives and with the warm library; the warm library's composites, in order."""
     settings = RunSettings.of(config)
-    domain = common.build_domain(settings, sandbox)
+    domain = domains.build_domain(settings, sandbox)
     warm = warm_library([gold_trace(t) for t in domain.demonstrations[:settings.sft.n_demos]], domain.library, sandbox,
                         rounds=settings.warm.rounds, config=settings.coevolve.abstractor)
     composites = [c for o in warm.rounds for c in o.candidates if c.name in {t.name for t in o.result.accepted}]

@@ -5,7 +5,7 @@ single invocation would have written (the study reads finished cells back, never
 A cell is taken only when it is finished (``report.json``) and was run under exactly the config
 this study gives it (its ``config.json`` against :func:`~cocoda_jax.study.arms.cell_config`, the
 keys that say how a process joins a run aside): a cell of another preset, another arm definition
-or another seed is a :class:`~cocoda_jax.runs.common.ConfigError` naming the keys, raised before
+or another seed is a :class:`~cocoda_jax.errors.ConfigError` naming the keys, raised before
 anything is copied. A cell this study has already finished is kept; one it has started but not
 finished is refused (two runs of one cell: the user chooses which to keep); an empty one is filled.
 The code a cell ran under is not recorded, so gathering cells of different commits is the user's
@@ -24,7 +24,8 @@ from pathlib import Path
 import ml_collections
 
 from cocoda_jax.errors import CocodaError
-from cocoda_jax.runs.common import RUN_CONFIG, ConfigError, run_identity_changes
+from cocoda_jax.errors import ConfigError
+from cocoda_jax.runs.rundir import RUN_CONFIG, run_identity_changes
 from cocoda_jax.study import arms as A
 
 CELL_TIMES = "cell_times.json"

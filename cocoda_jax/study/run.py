@@ -117,16 +117,16 @@ def task_depths(config: ml_collections.ConfigDict) -> dict[str, int]:
     synthetic-math generator is pure and takes well under a second for thousands of tasks; the
     primitive library needs no worker to be described). A domain whose tasks have no ``depth``
     gives ``{}``."""
-    from cocoda_jax.runs import common
-    domain = common.build_domain(config, None)
+    from cocoda_jax.runs import domains
+    domain = domains.build_domain(config, None)
     return {str(t.id): int(t.depth) for t in domain.test if getattr(t, "depth", None) is not None}
 
 
 def task_structures(config: ml_collections.ConfigDict) -> dict[str, str]:
     """Test task id -> ``"seen"`` or ``"unseen"``: whether the run's demonstrations showed the task's
     structure (tasks without a ``seen_structure`` flag are left out)."""
-    from cocoda_jax.runs import common
-    domain = common.build_domain(config, None)
+    from cocoda_jax.runs import domains
+    domain = domains.build_domain(config, None)
     return {str(t.id): "seen" if t.seen_structure else "unseen" for t in domain.test
             if getattr(t, "seen_structure", None) is not None}
 

@@ -14,7 +14,8 @@ from cocoda_jax.data import domain as D
 from cocoda_jax.data import synthetic_math as sm
 from cocoda_jax.data import tables
 from cocoda_jax.data.task import GoldProgramTask
-from cocoda_jax.runs import common as C
+from cocoda_jax.runs import domains
+from cocoda_jax.errors import ConfigError
 
 
 def _config(name="default"):
@@ -73,33 +74,33 @@ def test_the_verifier_scores_values_for_pure_domains():
 def test_an_unknown_domain_name_is_a_config_error_listing_the_registered_ones():
     c = _config()
     c.domain.name = "no_such_domain"
-    with pytest.raises(C.ConfigError, match=r"not a registered domain.*bfcl_multi_turn.*gsm8k.*math.*synthetic_math"):
-        C.build_domain(c, sandbox=None)
-    with pytest.raises(C.ConfigError, match="not a registered domain"):
-        C.sandbox_for(c)
+    with pytest.raises(ConfigError, match=r"not a registered domain.*bfcl_multi_turn.*gsm8k.*math.*synthetic_math"):
+        domains.build_domain(c, sandbox=None)
+    with pytest.raises(ConfigError, match="not a registered domain"):
+        domains.sandbox_for(c)
     c.domain.name = "gsm8k"  # a benchmark domain refuses the synthetic domain's keys, naming its own
-    with pytest.raises(C.ConfigError, match=r"unknown keys \['demos', 'grow_library_to', 'heldout', 'max_depth', 'n_dev'\].*data_dir"):
-        C.build_domain(c, sandbox=None)
+    with pytest.raises(ConfigError, match=r"unknown keys \['demos', 'grow_library_to', 'heldout', 'max_depth', 'n_dev'\].*data_dir"):
+        domains.build_domain(c, sandbox=None)
 
 
 def test_a_domain_module_that_does_not_import_is_a_config_error():
     c = _config()
     c.domain.module = "no.such.module"
-    with pytest.raises(C.ConfigError, match="config.domain.module"):
-        C.build_domain(c, sandbox=None)
+    with pytest.raises(ConfigError, match="config.domain.module"):
+        domains.build_domain(c, sandbox=None)
 
 
 def test_synthetic_math_builds_as_before(sandbox):
     c = _config()
     c.domain.update(dict(n_train=5, n_val=3, n_test=2, max_depth=2, demos="all"))
-    dom = C.build_domain(c, sandbox)
+    dom = domains.build_domain(c, sandbox)
     assert dom.name == "synthetic_math" and isinstance(dom.spec, sm.SyntheticMath)
     assert dom.categories(dom.train[1]) == f"depth_{dom.train[1].depth}" and dom.barrier_tools is None
     assert dom.train == tuple(sm.generate(5, seed=c.domain.seed, max_depth=2))
     assert len(dom.val) == 3 and len(dom.test) == 2 and "add" in dom.library
     c.domain.heldout = "sometimes"
-    with pytest.raises(C.ConfigError, match="heldout"):
-        C.build_domain(c, sandbox)
+    with pytest.raises(ConfigError, match="heldout"):
+        domains.build_domain(c, sandbox)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,10 +130,10 @@ def test_a_registered_domain_is_built_by_the_launcher():
     try:
         c = _config()
         c.domain.name = "echo"
-        dom = C.build_domain(c, sandbox=None)
+        dom = domains.build_domain(c, sandbox=None)
         assert dom.name == "echo" and len(dom.train) == c.domain.n_train and dom.library == "echo library"
         assert dom.test[0].id == f"echo-{c.domain.n_train + 1}"
-        assert C.sandbox_for(c).environment is None
+        assert domains.sandbox_for(c).environment is None
     finally:
         D.unregister_domain("echo")
     assert "echo" not in D.domain_names()
@@ -149,11 +150,11 @@ def bfcl():
 
 
 def test_bfcl_is_a_registered_stateful_domain_without_a_generator(bfcl):
-    spec = C.domain_spec("bfcl_multi_turn")
+    spec = domains.domain_spec("bfcl_multi_turn")
     assert isinstance(spec, bfcl.BfclMultiTurn) and D.domain_of_kind("bfcl") is spec
     assert spec.barrier_tools == ("end_turn",) and spec.propose_variant is None
     assert spec.environment_plugin() == bfcl.plugin()
-    sandbox = C.sandbox_for(_config("bfcl_multi_turn"))
+    sandbox = domains.sandbox_for(_config("bfcl_multi_turn"))
     assert sandbox.environment == bfcl.plugin()
 
 

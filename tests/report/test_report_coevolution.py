@@ -10,7 +10,8 @@ import pytest
 from cocoda_jax.report import (
     ReportError, build_report, draw_library, plot_coevolution, retrieval_tokens_per_query, write_report,
 )
-from cocoda_jax.report.coevolution import PLOT_NAMES, ROUND_KEYS
+from cocoda_jax.report.coevolution import PLOT_NAMES
+from cocoda_jax.report.rounds import SCHEMA_KEYS
 
 COMPOSITE = ("def discount_then_tax(tax: float, price: float, off: float) -> float:\n"
              "    sale = subtract(price, percent_of(off, price))\n"
@@ -73,7 +74,7 @@ def test_report_numbers_are_exact(learned, primitives):
                     config={"seed": 0}, extra={"note": "x"})
     assert rounds == ROUNDS  # the input is not changed
     assert rep["rounds"] == 3
-    assert rep["per_round"] == ROUNDS and list(rep["per_round"][0]) == list(ROUND_KEYS)
+    assert rep["per_round"] == ROUNDS and list(rep["per_round"][0]) == list(SCHEMA_KEYS)
     assert rep["library"] == {"primitives": 30, "composites": 1, "max_depth": 1, "size": 31, "learned": 1}
     assert rep["accuracy"] == {"sft": 0.38, "final": 0.52, "per_round": [0.40, 0.50, 0.45, 0.55]}
     assert rep["tool_calls_per_solved"] == {"first_round": 3.0, "final": 2.0}

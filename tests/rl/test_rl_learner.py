@@ -321,19 +321,19 @@ def test_a_learner_holds_no_optimizer_state_or_second_param_copy(small_model):
 
 
 def test_a_checkpoint_is_restored_into_the_abstract_state_without_a_fresh_one(small_model, tmp_path, monkeypatch):
-    """``runs.common.restore_state`` restores into the learner's shapes and shardings: no step-0
+    """``runs.rundir.restore_state`` restores into the learner's shapes and shardings: no step-0
     state (a params copy and Adam's moments) is made only to be overwritten."""
-    from cocoda_jax.runs import common
+    from cocoda_jax.runs import rundir
 
     learner = Learner(small_model, LearnerConfig(optim=OptimConfig(learning_rate=1e-3)))
     state, _ = learner.sft_step(learner.init_state(), _batch())
-    common.save_checkpoint(tmp_path, 1, state, {}, {"seed": 0})
+    rundir.save_checkpoint(tmp_path, 1, state, {}, {"seed": 0})
     want = jax.tree.map(np.asarray, (state.params, state.opt_state))
     monkeypatch.setattr(Learner, "init_state", lambda self: pytest.fail("restore made a fresh state"))
     monkeypatch.setattr(Learner, "state_from_params", lambda self, p: pytest.fail("restore made a fresh state"))
     abstract = learner.abstract_state()
     assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(abstract))
-    restored, ref = common.restore_state(tmp_path, learner, 1, with_ref=False)
+    restored, ref = rundir.restore_state(tmp_path, learner, 1, with_ref=False)
     assert ref is None and int(restored.step) == 1
     chex.assert_trees_all_equal(jax.tree.map(np.asarray, (restored.params, restored.opt_state)), want)
     assert jax.tree.leaves(jax.tree.map(lambda a, b: a.sharding == b.sharding, restored.params, state.params)) \

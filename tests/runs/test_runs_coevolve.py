@@ -8,6 +8,7 @@ import pytest
 
 from cocoda_jax.library import LibrarySnapshot
 from cocoda_jax.report import read_metrics
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import coevolve
 from tests.runs.conftest import tiny_config
 
@@ -97,7 +98,7 @@ def test_round_records_say_what_the_learning_did(full):
 
 
 def test_probation_must_leave_iterations_before_the_mining(tmp_path):
-    with pytest.raises(coevolve.common.ConfigError, match="probation_iterations"):
+    with pytest.raises(ConfigError, match="probation_iterations"):
         coevolve.run(tiny_config(coevolve__probation_iterations=1), tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists()  # refused before anything was written
 
@@ -110,9 +111,9 @@ def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
 
 
 def test_an_unknown_rods_signal_is_a_config_error(tmp_path):
-    from cocoda_jax.runs import common as C
+    from cocoda_jax.errors import ConfigError
 
-    with pytest.raises(C.ConfigError, match="rods.signal"):
+    with pytest.raises(ConfigError, match="rods.signal"):
         coevolve.run(tiny_config(rods__signal="vibes"), tmp_path, progress=False)
 
 
@@ -128,14 +129,14 @@ def test_the_direct_baseline_states_answers_in_one_step(tmp_path):
     assert set(report["test_outcomes"].values()) <= {0, 1} and len(report["test_outcomes"]) == config.domain.n_test
     # every demonstrated training task's gold answer, stated in one step, was played and verified as an SFT
     # demonstration (the faithful setting: the answer-only tasks are GRPO's)
-    shown = coevolve.common.build_domain(config, None).demonstrations
+    shown = coevolve.domains.build_domain(config, None).demonstrations
     assert 0 < len(shown) < config.domain.n_train
     assert report["warm"]["demos"] == min(len(shown), config.sft.n_demos)
     assert report["warm"]["rounds"] == []
 
 
 def test_the_direct_baseline_needs_the_frozen_library(tmp_path):
-    from cocoda_jax.runs import common as C
+    from cocoda_jax.errors import ConfigError
 
-    with pytest.raises(C.ConfigError, match="direct_answer"):
+    with pytest.raises(ConfigError, match="direct_answer"):
         coevolve.run(tiny_config(coevolve__direct_answer=True), tmp_path, progress=False)

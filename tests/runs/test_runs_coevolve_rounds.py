@@ -10,8 +10,9 @@ import pytest
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig, initial
 from cocoda_jax.report import read_metrics
 from cocoda_jax.rl import loop
-from cocoda_jax.runs import common, coevolve
-from cocoda_jax.runs.progress import Outcome, RunProgress
+from cocoda_jax.runs import coevolve, rundir
+from cocoda_jax.report.rounds import Outcome
+from cocoda_jax.runs.progress import RunProgress
 from tests.runs.conftest import tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
@@ -44,8 +45,8 @@ def test_a_refused_proposal_keeps_the_incumbent_pair_and_its_numbers(tmp_path, m
     assert refused["val_accuracy"] == 0.5
     lib = tmp_path / "library"
     assert (lib / "round_001.json").read_bytes() == (lib / "round_000.json").read_bytes()
-    progress = RunProgress.from_json(common.latest_checkpoint(tmp_path).payloads["progress"])
-    assert progress.round == 1 and progress.last_record["proposal_val_accuracy"] == 0.0
+    progress = RunProgress.from_json(rundir.latest_checkpoint(tmp_path).payloads["progress"])
+    assert progress.round == 1 and progress.last_record.proposal_val_accuracy == 0.0
     assert refused["proposal_val_accuracy"] == 0.0  # report.json shows what the refused proposal scored
     assert progress.incumbent.round == 0 and progress.incumbent.best_reward == 0.5
     assert progress.global_step == tiny_config().sft.steps + 1  # the GRPO step counts, though undone

@@ -8,7 +8,8 @@ import pytest
 from cocoda_jax.coevolve.abstractor import AbstractorConfig
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig
 from cocoda_jax.rods.config import RodsConfig
-from cocoda_jax.runs import common as C
+from cocoda_jax.runs import builders, domains, settings
+from cocoda_jax.errors import ConfigError
 
 REAL = ("qwen3_0p6b_gsm8k", "qwen3_0p6b_math", "qwen3_8b_gsm8k", "qwen3_8b_math", "qwen3_8b_bfcl")
 
@@ -20,55 +21,55 @@ def _load(name, *args):
 @pytest.mark.parametrize("name", ("default", "train_math", "bfcl_multi_turn", *REAL))
 def test_sections_build(name):
     c = _load(name)
-    C.rollout_config(c)
-    C.reward_config(c)
-    C.retrieval_config(c)
-    C.section(c.rods, "thresholds", RodsConfig)
-    C.section(c.coevolve, "abstractor", AbstractorConfig)
-    C.section(c.coevolve, "acceptance", AcceptanceConfig)
+    builders.rollout_config(c)
+    builders.reward_config(c)
+    builders.retrieval_config(c)
+    settings.section(c.rods, "thresholds", RodsConfig)
+    settings.section(c.coevolve, "abstractor", AbstractorConfig)
+    settings.section(c.coevolve, "acceptance", AcceptanceConfig)
 
 
 @pytest.mark.parametrize("name", REAL)
 def test_node8_meshes_use_eight_devices_and_tpu_meshes_shard_fsdp(name):
     assert jax.device_count() == 8
-    mesh = C.mesh_of(_load(name, "node8"))
+    mesh = builders.mesh_of(_load(name, "node8"))
     assert mesh.devices.size == 8 and dict(mesh.shape)["fsdp"] == 4
     tpu = _load(name, "tpu")
     assert tpu.mesh.data == -1 and tpu.mesh.fsdp == 8
 
 
 def test_a_benchmark_domain_without_its_files_is_a_config_error(tmp_path):
-    with pytest.raises(C.ConfigError, match="data_dir"):
-        C.build_domain(_load("qwen3_0p6b_gsm8k"), sandbox=None)
+    with pytest.raises(ConfigError, match="data_dir"):
+        domains.build_domain(_load("qwen3_0p6b_gsm8k"), sandbox=None)
     c = _load("qwen3_0p6b_math")
     c.domain.data_dir = str(tmp_path)
-    with pytest.raises(C.ConfigError, match="MATH"):
-        C.build_domain(c, sandbox=None)
+    with pytest.raises(ConfigError, match="MATH"):
+        domains.build_domain(c, sandbox=None)
 
 
 def test_a_mesh_larger_than_the_machine_is_a_config_error():
     c = _load("qwen3_8b_math", "tpu")  # fsdp 8 x tensor 4 = 32 devices
-    with pytest.raises(C.ConfigError, match="mesh"):
-        C.mesh_of(c)
+    with pytest.raises(ConfigError, match="mesh"):
+        builders.mesh_of(c)
 
 
 def test_retrieval_section_is_validated():
     c = _load("default")
-    assert C.retrieval_config(c).mode == "cascade"
+    assert builders.retrieval_config(c).mode == "cascade"
     c.retrieval.mode = "everything"
-    with pytest.raises(C.ConfigError, match="retrieval.mode"):
-        C.retrieval_config(c)
+    with pytest.raises(ConfigError, match="retrieval.mode"):
+        builders.retrieval_config(c)
     c = _load("default")
     c.retrieval.kk = 3
-    with pytest.raises(C.ConfigError, match="unknown key"):
-        C.retrieval_config(c)
+    with pytest.raises(ConfigError, match="unknown key"):
+        builders.retrieval_config(c)
 
 
 def test_bfcl_categories_are_checked_before_anything_loads():
     c = _load("bfcl_multi_turn")
     c.domain.categories = "multi_turn_base,memory"
-    with pytest.raises(C.ConfigError, match="multi-turn categories"):
-        C.build_domain(c, sandbox=None)
+    with pytest.raises(ConfigError, match="multi-turn categories"):
+        domains.build_domain(c, sandbox=None)
 
 
 def test_the_grpo_variant_is_chosen_by_name_and_an_unknown_one_is_refused():
@@ -79,7 +80,7 @@ def test_the_grpo_variant_is_chosen_by_name_and_an_unknown_one_is_refused():
     c.mesh.data = 1
     model = create_model(dataclasses.replace(get_preset("tiny"), vocab_size=64), seed=0)
     c.grpo.loss = c.grpo.advantage = "dr_grpo"
-    assert C.grpo_learner(model, c, None).config.grpo.loss == "dr_grpo"
+    assert builders.grpo_learner(model, c, None).config.grpo.loss == "dr_grpo"
     c.grpo.loss = "nope"
-    with pytest.raises(C.ConfigError, match="config.grpo"):
-        C.grpo_learner(model, c, None)
+    with pytest.raises(ConfigError, match="config.grpo"):
+        builders.grpo_learner(model, c, None)

@@ -11,7 +11,7 @@ import jax
 import pytest
 
 from cocoda_jax.errors import ConfigError
-from cocoda_jax.runs import common, dry_run
+from cocoda_jax.runs import builders, dry_run
 from cocoda_jax.runs.settings import RunSettings
 from tests.runs.conftest import tiny_config
 
@@ -36,9 +36,9 @@ def test_the_plan_matches_what_a_real_learner_holds_per_device():
     plan = dry_run.memory_plan(config, "tiny")
     assert plan["mesh"] == {"data": 1, "fsdp": 2, "tensor": 2} and plan["backend"] == "cpu"
     settings = RunSettings.of(config)
-    mesh = common.mesh_of(settings)
-    model = common.build_planner(settings, settings.model.vocab_size, mesh)
-    real = common.grpo_learner(model, settings, mesh).init_state()
+    mesh = builders.mesh_of(settings)
+    model = builders.build_planner(settings, settings.model.vocab_size, mesh)
+    real = builders.grpo_learner(model, settings, mesh).init_state()
     per = plan["per_device_bytes"]
     assert per["params"] == device_bytes(real.params) and per["optimizer"] == device_bytes(real.opt_state)
     n_params = sum(math.prod(x.shape) for x in jax.tree.leaves(real.params))

@@ -7,7 +7,9 @@ import pytest
 
 from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.report.stats import compare_runs
-from cocoda_jax.runs import common
+from cocoda_jax.runs import domains
+from cocoda_jax.runs.settings import RunSettings
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.evaluate import dev_tasks, evaluate_run
 
 pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
@@ -24,7 +26,7 @@ def test_the_last_checkpoint_scores_what_the_report_says(tiny_run):
 def test_an_earlier_checkpoint_and_a_dev_set_are_scored_and_compare_by_task(tiny_run, tmp_path):
     wd, report, _ = tiny_run
     steps = ckpt.all_steps(wd / "checkpoints")
-    settings = common.RunSettings.parse(ckpt.restore(wd / "checkpoints").config)
+    settings = RunSettings.parse(ckpt.restore(wd / "checkpoints").config)
     first = evaluate_run(wd, step=steps[0], domain_seed=settings.domain.get("seed") + 1)
     last = evaluate_run(wd, domain_seed=settings.domain.get("seed") + 1)
     assert first["checkpoint_step"] == steps[0] and last["checkpoint_step"] == steps[-1]
@@ -41,8 +43,8 @@ def test_an_earlier_checkpoint_and_a_dev_set_are_scored_and_compare_by_task(tiny
 
 def test_the_dev_set_holds_no_question_the_run_saw(tiny_run):
     wd, _, _ = tiny_run
-    settings = common.RunSettings.parse(ckpt.restore(wd / "checkpoints").config)
-    domain = common.build_domain(settings, None)
+    settings = RunSettings.parse(ckpt.restore(wd / "checkpoints").config)
+    domain = domains.build_domain(settings, None)
     seen = {t.question for t in (*domain.train, *domain.val, *domain.test)}
     dev = dev_tasks(settings, None, domain, "test", settings.domain.get("seed") + 1)
     assert dev and not {t.question for t in dev} & seen
@@ -52,9 +54,9 @@ def test_the_dev_set_holds_no_question_the_run_saw(tiny_run):
 
 def test_a_missing_checkpoint_and_a_bad_split_are_clear_errors(tiny_run, tmp_path):
     wd, _, _ = tiny_run
-    with pytest.raises(common.ConfigError, match="no checkpoint 999999"):
+    with pytest.raises(ConfigError, match="no checkpoint 999999"):
         evaluate_run(wd, step=999999)
-    with pytest.raises(common.ConfigError, match="holds no checkpoint"):
+    with pytest.raises(ConfigError, match="holds no checkpoint"):
         evaluate_run(tmp_path)
     with pytest.raises(ValueError, match="split"):
         evaluate_run(wd, split="train")

@@ -6,7 +6,9 @@ import shutil
 
 import pytest
 
-from cocoda_jax.runs import coevolve, common
+from cocoda_jax.runs import coevolve, rundir
+
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import RunProgress
 from tests.runs.conftest import tiny_config
 
@@ -19,7 +21,7 @@ OTHER = dict(BASE, reward__malformed_penalty=0.5)
 
 
 def _round0(workdir):
-    return RunProgress.from_json(common.latest_checkpoint(workdir).payloads["progress"]).records[0]
+    return RunProgress.from_json(rundir.latest_checkpoint(workdir).payloads["progress"]).records[0].to_json()
 
 
 def _without_times(record):
@@ -67,6 +69,6 @@ def test_a_prefix_whose_planner_does_not_give_its_round_0_is_refused(prefix, tmp
         return dataclasses.replace(ev, accuracy=ev.accuracy + 1.0 / len(args[3]))
 
     monkeypatch.setattr(coevolve, "_evaluate", off_by_one_task)
-    with pytest.raises(common.ConfigError, match="not this run's stages 1-2"):
+    with pytest.raises(ConfigError, match="not this run's stages 1-2"):
         coevolve.run(tiny_config(**OTHER), cell, progress=False, allow_config_change=True)
     assert _round0(cell) == _round0(prefix)  # nothing saved over the prefix's checkpoint

@@ -9,8 +9,8 @@ import pytest
 
 from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.coevolve import acceptance
-from cocoda_jax.runs.progress import (IncumbentRecord, Outcome, Phase, RunProgress, TrainProgress, ValidationPoint,
-                                      outcome_of)
+from cocoda_jax.report.rounds import Outcome, RoundRecord
+from cocoda_jax.runs.progress import IncumbentRecord, Phase, RunProgress, TrainProgress, ValidationPoint
 
 # A co-evolution "progress" payload as the plain-dict version of runs/coevolve.py wrote it (after
 # round 1 of a tiny run; records and logs shortened).
@@ -57,7 +57,7 @@ def test_a_run_progress_reads_the_plain_dict_payload_and_writes_it_back(tmp_path
     assert (p.round, p.global_step, p.sft_accuracy) == (1, 5, 0.25)
     assert p.incumbent == IncumbentRecord(0, 0.25, 0.25, ("add", "ceil_div_multiply"))
     assert p.demo_programs[1] == ("math-train-0-1", "x1 = ceil_div_multiply(n0, n1, n2)\nanswer = x1\n")
-    assert p.last_record["round"] == 1 and len(p.records) == 2 and len(p.decisions) == 1
+    assert p.last_record.round == 1 and isinstance(p.last_record, RoundRecord) and len(p.records) == 2 and len(p.decisions) == 1
     assert p.excluded == tuple(OLD_RUN_PROGRESS["excluded"]) and p.rods_metrics[0]["live"] == 16
     assert p.to_json() == OLD_RUN_PROGRESS == stored
     assert RunProgress.from_json(_stored(p.to_json(), tmp_path / "again")) == p
@@ -67,9 +67,9 @@ def test_a_run_progress_is_frozen_and_changes_by_replace():
     p = RunProgress.from_json(OLD_RUN_PROGRESS)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.round = 2
-    q = dataclasses.replace(p, round=2, records=(*p.records, {"round": 2}))
+    q = dataclasses.replace(p, round=2, records=(*p.records, p.last_record.replace(round=2)))
     assert (p.round, len(p.records)) == (1, 2) and (q.round, len(q.records)) == (2, 3)
-    assert json.loads(json.dumps(q.to_json()))["records"][-1] == {"round": 2}
+    assert json.loads(json.dumps(q.to_json()))["records"][-1]["round"] == 2
 
 
 def test_the_incumbent_record_rebuilds_the_acceptance_incumbent():
@@ -94,11 +94,9 @@ def test_the_train_progress_reads_both_phases_of_the_plain_dict_payload(tmp_path
 
 
 def test_every_acceptance_outcome_is_an_outcome_with_the_same_json():
-    assert {o.value for o in Outcome} == {*acceptance.OUTCOMES, "initial"}
-    for name in acceptance.OUTCOMES:
-        d = acceptance.Decision(1, name, "why", 0.5, 0.5, 0.0, "kept")
-        outcome = outcome_of(d)
-        assert outcome == name and json.dumps(outcome) == json.dumps(name)
+    for outcome in (Outcome.ACCEPT, Outcome.ACCEPT_PLANNER, Outcome.REJECT):
+        d = acceptance.Decision(1, outcome, "why", 0.5, 0.5, 0.0, "kept")
+        assert d.to_record()["outcome"] == outcome.value and json.dumps(outcome) == json.dumps(outcome.value)
         assert outcome.keeps_new_planner == d.accepted
     with pytest.raises(ValueError):
         Outcome("maybe")

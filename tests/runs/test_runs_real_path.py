@@ -12,7 +12,8 @@ import json
 import pytest
 
 from cocoda_jax.demos import read_records
-from cocoda_jax.runs import coevolve, common, stage0
+from cocoda_jax.runs import coevolve, rundir, stage0
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import RunProgress
 from configs import real_scale
 from tests.demos.word_problem_files import Oracle, OracleServer, synthetic_tasks, write_gsm8k
@@ -91,7 +92,7 @@ def test_the_real_scale_config_runs_stage_0_to_3_and_resumes(files, tmp_path):
     assert all(dict(r.provenance)["model"] == "oracle" for r in solved)
     summary = json.loads((tmp_path / stage0.SUMMARY_FILE).read_text())
     assert summary["asked_tasks"] == 0 and summary["stored_solved"] == len(solved)  # the resume's stage 0
-    progress = RunProgress.from_json(common.latest_checkpoint(tmp_path).payloads["progress"])
+    progress = RunProgress.from_json(rundir.latest_checkpoint(tmp_path).payloads["progress"])
     assert progress.round == 1 and {i for i, _ in progress.demo_programs} <= {r.task_id for r in solved}
     assert report["rounds"] == 1 and report["test_accuracy"] is not None
 
@@ -100,7 +101,7 @@ def test_without_a_demos_section_the_benchmark_is_a_config_error(files, tmp_path
     root, data_dir, hf_dir, train = files
     config = rehearsal_config(data_dir, hf_dir, "http://127.0.0.1:9")
     del config["demos"]
-    with pytest.raises(common.ConfigError, match="stage 0 must collect"):
+    with pytest.raises(ConfigError, match="stage 0 must collect"):
         coevolve.run(config, tmp_path, progress=False)
 
 

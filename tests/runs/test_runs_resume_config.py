@@ -6,7 +6,10 @@ import sys
 
 import pytest
 
-from cocoda_jax.runs import common as C
+from cocoda_jax import checkpoint as ckpt
+from cocoda_jax.runs import rundir
+
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import train
 from tests.runs.conftest import tiny_config
 
@@ -15,22 +18,22 @@ def test_config_diff_names_every_changed_key():
     a, b = tiny_config(), tiny_config()
     b.grpo.learning_rate = 1.0
     b.sft.steps = 99
-    assert C.config_diff(a, a) == []
-    assert C.config_diff(a, b) == [f"grpo.learning_rate: {a.grpo.learning_rate!r} -> 1.0",
+    assert rundir.config_diff(a, a) == []
+    assert rundir.config_diff(a, b) == [f"grpo.learning_rate: {a.grpo.learning_rate!r} -> 1.0",
                                    f"sft.steps: {a.sft.steps!r} -> 99"]
 
 
 def test_a_key_added_since_a_run_was_saved_is_no_change_at_its_old_value():
     """``rollout.host_shards`` came after runs were saved without it: absent in the saved config and 1
     (the one-batch path) in the current one is the same run; any other value is a change from 1."""
-    saved = C.ckpt.to_jsonable(tiny_config().to_dict(), "config")
+    saved = ckpt.to_jsonable(tiny_config().to_dict(), "config")
     del saved["rollout"]["host_shards"]
     current = tiny_config()
     assert current.rollout.host_shards == 1
-    assert C.run_identity_changes(saved, current.to_dict()) == []
-    assert C.config_diff(saved, current.to_dict()) == ["rollout.host_shards: '<absent>' -> 1"]
+    assert rundir.run_identity_changes(saved, current.to_dict()) == []
+    assert rundir.config_diff(saved, current.to_dict()) == ["rollout.host_shards: '<absent>' -> 1"]
     current.rollout.host_shards = 2  # the saved run ran at 1: that is what the change says
-    assert C.run_identity_changes(saved, current.to_dict()) == ["rollout.host_shards: 1 -> 2"]
+    assert rundir.run_identity_changes(saved, current.to_dict()) == ["rollout.host_shards: 1 -> 2"]
     assert "host_shards" not in saved["rollout"]  # the saved config itself is left as it was
 
 
@@ -41,25 +44,25 @@ def test_resuming_with_another_config_is_refused_unless_allowed(tmp_path):
     changed = tiny_config()
     changed.grpo.iterations = 1
     changed.grpo.learning_rate = 0.5
-    with pytest.raises(C.ConfigError, match=r"grpo\.learning_rate: .* -> 0\.5.*--allow_config_change"):
+    with pytest.raises(ConfigError, match=r"grpo\.learning_rate: .* -> 0\.5.*--allow_config_change"):
         train.run(changed, tmp_path, progress=False)
-    latest = C.latest_checkpoint(tmp_path)
-    assert C.claim_workdir(tmp_path, config, latest) == latest.step  # the same config resumes
-    assert C.claim_workdir(tmp_path, changed, latest, allow_change=True) == latest.step  # allowed: no error
+    latest = rundir.latest_checkpoint(tmp_path)
+    assert rundir.claim_workdir(tmp_path, config, latest) == latest.step  # the same config resumes
+    assert rundir.claim_workdir(tmp_path, changed, latest, allow_change=True) == latest.step  # allowed: no error
     # the checkpoint's config is the run's (config.json now holds the changed one, the checkpoint not)
-    with pytest.raises(C.ConfigError, match=r"grpo\.learning_rate"):
-        C.claim_workdir(tmp_path, changed, latest)
-    assert C.claim_workdir(tmp_path, config, latest) == latest.step
+    with pytest.raises(ConfigError, match=r"grpo\.learning_rate"):
+        rundir.claim_workdir(tmp_path, changed, latest)
+    assert rundir.claim_workdir(tmp_path, config, latest) == latest.step
     (tmp_path / "fresh").mkdir()
-    assert C.claim_workdir(tmp_path / "fresh", changed, None) is None  # a fresh directory takes any config
+    assert rundir.claim_workdir(tmp_path / "fresh", changed, None) is None  # a fresh directory takes any config
 
 
 def test_a_run_that_died_before_its_first_checkpoint_keeps_its_claim(tmp_path):
     config, changed = tiny_config(), tiny_config(sft__steps=99)
-    assert C.claim_workdir(tmp_path, config, None) is None
-    assert C.claim_workdir(tmp_path, config, None) == -1  # the same run, started over
-    with pytest.raises(C.ConfigError, match=r"sft\.steps: .* -> 99"):
-        C.claim_workdir(tmp_path, changed, None)
+    assert rundir.claim_workdir(tmp_path, config, None) is None
+    assert rundir.claim_workdir(tmp_path, config, None) == -1  # the same run, started over
+    with pytest.raises(ConfigError, match=r"sft\.steps: .* -> 99"):
+        rundir.claim_workdir(tmp_path, changed, None)
 
 
 @pytest.mark.parametrize("launcher", ["launch.coevolve", "launch.train"])

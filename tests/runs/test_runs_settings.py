@@ -21,7 +21,8 @@ from cocoda_jax.coevolve.abstractor import AbstractorConfig
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.runs import coevolve
-from cocoda_jax.runs import common as C
+from cocoda_jax.runs import builders, rundir, settings
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.settings import (CoevolveSettings, DomainSettings, GrpoSettings, RodsSettings, RunSettings,
                                       SftSettings)
 from configs import default, real_scale
@@ -88,7 +89,7 @@ def test_every_shipped_config_parses_to_its_own_values(name, args):
     for section in ("model", "mesh", "sft", "grpo", "warm", "sandbox", "checkpoint", "report", "distributed"):
         assert dataclasses.asdict(getattr(s, section)) == d[section], section
     for section in ("rollout", "retrieval", "reward"):  # the older dataclasses, parsed as before
-        assert getattr(s, section) == C.section(c, section, type(getattr(s, section)))
+        assert getattr(s, section) == settings.section(c, section, type(getattr(s, section)))
     co = {k: v for k, v in d["coevolve"].items() if k not in ("abstractor", "acceptance", "teacher")}
     assert {k: getattr(s.coevolve, k) for k in co} == co
     assert dataclasses.asdict(s.coevolve.teacher) == d["coevolve"]["teacher"]
@@ -109,7 +110,7 @@ def test_real_scale_configs_parse_at_every_mesh(preset, mesh, benchmark):
 
 
 def test_the_foundation_demo_config_is_not_a_run_config():
-    with pytest.raises(C.ConfigError, match=r"unknown section\(s\) \['lookup_limit', 'max_depth'"):
+    with pytest.raises(ConfigError, match=r"unknown section\(s\) \['lookup_limit', 'max_depth'"):
         RunSettings.parse(importlib.import_module("configs.demo_foundation").get_config())
 
 
@@ -151,9 +152,9 @@ def test_the_domain_section_reaches_the_domain_as_it_was():
 def test_the_builders_take_a_config_or_its_settings():
     c = default.get_config()
     s = RunSettings.parse(c)
-    assert C.rollout_config(s) is s.rollout and C.rollout_config(c) == s.rollout
-    assert C.retrieval_config(s) is s.retrieval and C.reward_config(c) == s.reward
-    assert C.section is not None and C.RunSettings is RunSettings
+    assert builders.rollout_config(s) is s.rollout and builders.rollout_config(c) == s.rollout
+    assert builders.retrieval_config(s) is s.retrieval and builders.reward_config(c) == s.reward
+    assert settings.section is not None and settings.RunSettings is RunSettings
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,9 +173,9 @@ def test_launch_train_needs_no_coevolution_section_but_launch_coevolve_does():
     d = _dict(warm=DELETE, coevolve=DELETE, rods=DELETE, report=DELETE)
     s = RunSettings.parse(d)
     assert (s.warm, s.coevolve, s.rods, s.report) == (None, None, None, None)
-    with pytest.raises(C.ConfigError, match="config lacks the section 'coevolve'"):
+    with pytest.raises(ConfigError, match="config lacks the section 'coevolve'"):
         s.required("coevolve")
-    with pytest.raises(C.ConfigError, match=r"config lacks \['warm', 'coevolve', 'rods', 'report'\]"):
+    with pytest.raises(ConfigError, match=r"config lacks \['warm', 'coevolve', 'rods', 'report'\]"):
         coevolve._settings(d)
     assert coevolve._settings(default.get_config()) == RunSettings.parse(default.get_config())
 
@@ -193,7 +194,7 @@ def test_launch_train_needs_no_coevolution_section_but_launch_coevolve_does():
     ("domain.name", r"config.domain lacks key\(s\) \['name'\]"),
 ])
 def test_a_missing_key_is_not_filled_in(path, message):
-    with pytest.raises(C.ConfigError, match=message):
+    with pytest.raises(ConfigError, match=message):
         RunSettings.parse(_dict(**{path: DELETE}))
 
 
@@ -250,7 +251,7 @@ def test_a_missing_key_is_not_filled_in(path, message):
     ("report.retrieval_queries", -1, "config.report.retrieval_queries must be an int >= 0, got -1"),
 ])
 def test_a_wrong_type_or_range_is_a_config_error_naming_the_key(path, value, message):
-    with pytest.raises(C.ConfigError, match=re.escape(message)):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         RunSettings.parse(_dict(**{path: value}))
 
 
@@ -260,28 +261,28 @@ def test_a_wrong_type_or_range_is_a_config_error_naming_the_key(path, value, mes
                                   "rods.signals", "distributed.host", "rollout.top_q", "retrieval.kk", "reward.gamma"])
 def test_an_unknown_key_in_any_section_is_refused(path):
     where, key = path.rsplit(".", 1)
-    with pytest.raises(C.ConfigError, match=rf"config\.{where} has unknown key\(s\) \['{key}'\]"):
+    with pytest.raises(ConfigError, match=rf"config\.{where} has unknown key\(s\) \['{key}'\]"):
         RunSettings.parse(_dict(**{path: 1}))
 
 
 def test_an_unknown_top_level_section_is_refused_and_domain_keys_belong_to_the_domain():
-    with pytest.raises(C.ConfigError, match=r"config has unknown section\(s\) \['optim'\]"):
+    with pytest.raises(ConfigError, match=r"config has unknown section\(s\) \['optim'\]"):
         RunSettings.parse(_dict(optim={"lr": 1.0}))
-    with pytest.raises(C.ConfigError, match="config.grpo must be a section of keys, got 3"):
+    with pytest.raises(ConfigError, match="config.grpo must be a section of keys, got 3"):
         RunSettings.parse(_dict(grpo=3))
     s = RunSettings.parse(_dict(**{"domain.categories": "a,b"}))  # a domain's own key: its build checks it
     assert s.domain.get("categories") == "a,b"
 
 
 def test_the_section_dataclasses_validate_when_built_directly():
-    with pytest.raises(C.ConfigError, match="config.sft.micro_batches must be an int >= 1, got 0"):
+    with pytest.raises(ConfigError, match="config.sft.micro_batches must be an int >= 1, got 0"):
         SftSettings(steps=1, batch_size=1, learning_rate=1e-3, warmup_steps=0, micro_batches=0, n_demos=1)
-    with pytest.raises(C.ConfigError, match="config.rods.thresholds must be a section parsed as RodsConfig"):
+    with pytest.raises(ConfigError, match="config.rods.thresholds must be a section parsed as RodsConfig"):
         RodsSettings(enabled=True, n_seeds=1, background=False, thresholds={"window": 4})
-    with pytest.raises(C.ConfigError, match="config.coevolve.acceptance must be a section parsed as AcceptanceConfig"):
+    with pytest.raises(ConfigError, match="config.coevolve.acceptance must be a section parsed as AcceptanceConfig"):
         CoevolveSettings(rounds=1, rho=0.5, frozen_library=False, refresh_sft_steps=0, refresh_demos=0,
                          refresh_learning_rate=1e-5, abstractor=AbstractorConfig(), acceptance=None)
-    with pytest.raises(C.ConfigError, match="config.domain.name is a field of its own"):
+    with pytest.raises(ConfigError, match="config.domain.name is a field of its own"):
         DomainSettings("synthetic_math", "", (("name", "x"),))
     g = GrpoSettings(iterations=1, iterations_per_round=1, tasks_per_iteration=1, group_size=2, learning_rate=1,
                      epsilon=0.2, epsilon_high=None, beta=0, aggregation="token_mean", normalize_std=True,
@@ -305,7 +306,7 @@ def _is_config(node) -> bool:
             and not (isinstance(node.value, ast.Attribute) and node.value.attr.endswith("learner")))
 
 
-@pytest.mark.parametrize("module", ["common", "coevolve", "train", "evaluate"])
+@pytest.mark.parametrize("module", ["builders", "domains", "rundir", "coevolve", "train", "evaluate"])
 def test_the_jobs_read_no_raw_config_value(module):
     tree = ast.parse((ROOT / "cocoda_jax" / "runs" / f"{module}.py").read_text())
     raw = [ast.unparse(n) for n in ast.walk(tree)
@@ -325,11 +326,11 @@ def test_the_multi_host_start_runs_once_per_process(monkeypatch):
     config = default.get_config()
     config.distributed.initialize = True
     for _ in range(3):
-        C.maybe_initialize_distributed(config)
+        builders.maybe_initialize_distributed(config)
     assert len(calls) == 1
     config.distributed.initialize = False
     calls.clear()
-    C.maybe_initialize_distributed(config)
+    builders.maybe_initialize_distributed(config)
     assert calls == []
 
 
@@ -341,7 +342,7 @@ def test_a_url_workdir_is_refused_before_anything_is_written(url, tmp_path, monk
 
     monkeypatch.chdir(tmp_path)
     for job in (coevolve.run, train.run):
-        with pytest.raises(C.ConfigError, match="is a URL"):
+        with pytest.raises(ConfigError, match="is a URL"):
             job(tiny_config(), url, progress=False)
     assert list(tmp_path.iterdir()) == []
-    assert C.local_workdir("runs/a:b") == Path("runs/a:b")  # a colon alone does not make a URL
+    assert rundir.local_workdir("runs/a:b") == Path("runs/a:b")  # a colon alone does not make a URL

@@ -5,7 +5,7 @@ same validation as the symbolic miner's; a bad proposers value or endpoint is a 
 import pytest
 
 from cocoda_jax.errors import ConfigError
-from cocoda_jax.runs import coevolve, common
+from cocoda_jax.runs import coevolve, rundir
 from cocoda_jax.runs.progress import RunProgress
 from cocoda_jax.runs.settings import RunSettings
 from tests.coevolve.test_coevolve_teacher import GOOD_REPLY, Teacher
@@ -26,7 +26,7 @@ def test_the_warm_stage_asks_the_teacher_and_validates_its_composite(tmp_path):
         teacher.close()
     assert teacher.requests and teacher.requests[0]["body"]["model"] == "local-teacher"
     assert "Authorization" not in teacher.requests[0]["headers"]
-    warm = RunProgress.from_json(common.latest_checkpoint(tmp_path).payloads["progress"]).warm
+    warm = RunProgress.from_json(rundir.latest_checkpoint(tmp_path).payloads["progress"]).warm
     first = warm["rounds"][0]
     proposers = {p["name"]: p["proposer"] for p in first["proposed"]}
     assert proposers.get("discount_then_tax") == "teacher" and "symbolic" in proposers.values()

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cocoda_jax.report import read_metrics
-from cocoda_jax.runs import common as C
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import train
 from tests.runs.conftest import comparable, tiny_config
 
@@ -52,10 +52,10 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(uninterrupted, tmp_path):
 def test_unknown_config_keys_are_typed_errors(tmp_path):
     bad = tiny_config()
     bad.rollout.temprature = 0.5
-    with pytest.raises(C.ConfigError, match="temprature"):
+    with pytest.raises(ConfigError, match="temprature"):
         train.run(bad, tmp_path, progress=False)
     bad = tiny_config(domain__name="gsm9k")
-    with pytest.raises(C.ConfigError, match="gsm9k"):
+    with pytest.raises(ConfigError, match="gsm9k"):
         train.run(bad, tmp_path, progress=False)
 
 
@@ -66,6 +66,6 @@ def test_a_library_too_large_for_the_prompt_is_a_typed_error_and_the_cascade_sti
     r = summary["retrieval"]
     assert r["mode"] == "cascade" and r["overflow_episodes"] == 0 and r["prompt_tokens_per_episode"] > 0
     big = tiny_config(domain__grow_library_to=400, retrieval__mode="full")
-    with pytest.raises(C.ConfigError, match="longer than rollout.max_len"):
+    with pytest.raises(ConfigError, match="longer than rollout.max_len"):
         train.run(big, tmp_path, progress=False)
     assert not (tmp_path / "checkpoints").exists()

@@ -246,18 +246,18 @@ def test_bad_requests_get_typed_errors_and_the_server_goes_on(client, server):
 # ------------------------------------------------------------------------------------- a run's workdir
 def test_serves_a_run_workdir_and_shuts_down(tmp_path):
     from configs import default
-    from cocoda_jax.runs import common as C
+    from cocoda_jax.runs import builders, rundir
     from cocoda_jax.rl.learner import TrainState
 
     workdir = tmp_path / "run"
     train_and_save(corpus(), workdir / "tokenizer", VOCAB)
     config = default.get_config()
     config.mesh.data = 1  # one device, as the server runs it
-    tok = C.tokenizer_for(workdir, (), config.model.vocab_size)
-    learner = C.sft_learner(random_planner(tiny(tok.vocab_size), factor=1.0), config, None)
+    tok = builders.tokenizer_for(workdir, (), config.model.vocab_size)
+    learner = builders.sft_learner(random_planner(tiny(tok.vocab_size), factor=1.0), config, None)
     state = learner.init_state()
     trained = jax.tree.map(lambda x: x * 3.0, state.params)  # not an init the loader could build itself
-    C.save_checkpoint(workdir, 5, TrainState(trained, state.opt_state, state.step), {}, config)
+    rundir.save_checkpoint(workdir, 5, TrainState(trained, state.opt_state, state.step), {}, config)
 
     served = load_served_model(workdir)
     assert (served.source, served.chat_format, served.step, served.model_id) == ("run", "planner", 5, "run")

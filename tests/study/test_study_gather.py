@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cocoda_jax import checkpoint as ckpt
-from cocoda_jax.runs.common import ConfigError
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import gather as G
 from cocoda_jax.study import run as R
