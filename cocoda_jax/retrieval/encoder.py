@@ -284,6 +284,8 @@ class EncoderRanker(_SubsetRanking):
         self.names = tuple(names)
         self.position = {n: i for i, n in enumerate(self.names)}
         self.matrix = encoder.embed_tools(list(texts))
+        if not np.isfinite(self.matrix).all():
+            raise EncoderError("the encoder's tool vectors are not finite (training diverged)")
         self.scale = 1.0 / encoder.config.temperature
 
     @functools.lru_cache(maxsize=1 << 14)

@@ -130,3 +130,9 @@ def test_feature_dropout_is_seeded_and_checked():
     assert a.pairs == train_encoder(NAMES, TEXTS, PAIRS, TINY).pairs + len(PAIRS)
     with pytest.raises(EncoderError):
         EncoderConfig(feature_dropout=1.0)
+
+
+def test_a_diverged_encoder_is_refused(trained, monkeypatch):
+    monkeypatch.setattr(trained, "embed_tools", lambda texts: np.full((len(texts), TINY.width), np.nan, np.float32))
+    with pytest.raises(EncoderError):
+        EncoderRanker(trained, NAMES, TEXTS)
