@@ -329,85 +329,19 @@ def plot_coevolution(rounds: Sequence[Mapping[str, Any]], outdir: str | os.PathL
 
 # -- the learned DAG ----------------------------------------------------------------------------
 
-#: Above this many primitives that no composite calls, those primitives are left out of the drawing.
-MAX_UNUSED_PRIMITIVES_SHOWN = 12
-
-_DRAW_FORMATS = {".png": "png", ".svg": "svg"}
-
 
 def draw_library(snapshot, path: str | os.PathLike, *, primitive_names: Iterable[str] | None = None) -> str:
-    """Draws the whole library DAG to ``path`` (``.png`` or ``.svg``) and returns the path.
+    """Draws the whole library DAG to ``path`` (``.png`` or ``.svg``) and returns the path: tools
+    layered by depth in boxes that never overlap, a figure that grows with the library, the tools no
+    composite calls folded away and counted in the caption (:func:`cocoda_jax.library.draw.draw_dag`).
+    Colours: the starting primitives (``primitive_names``), other learned tools without children,
+    composites."""
+    from cocoda_jax.library.draw import draw_dag, to_networkx
 
-    Tools are layered by depth (primitives at the bottom, deeper composites higher); an edge goes
-    from a child up to the composite that calls it (wider for several call sites). Colours: the
-    starting primitives (``primitive_names``; default every tool without children), other learned
-    tools without children, composites. When more than :data:`MAX_UNUSED_PRIMITIVES_SHOWN` tools
-    without children are called by no composite, they are left out (the title says how many), unless
-    nothing else would be left to draw.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    import networkx as nx
-
-    from cocoda_jax.library.draw import to_networkx
-
-    path = pathlib.Path(path)
-    fmt = _DRAW_FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise ValueError(f"draw_library writes .png or .svg, not {str(path)!r}")
-    calls = to_networkx(snapshot)
-    graph = calls.reverse(copy=True)  # child -> parent
-    atomic = [n for n in graph if not graph.nodes[n]["composite"]]
-    starting = set(atomic) if primitive_names is None else set(primitive_names)
-    unused = [n for n in atomic if graph.out_degree(n) == 0]
-    omitted = len(unused) if len(unused) > MAX_UNUSED_PRIMITIVES_SHOWN and len(unused) < len(graph) else 0
-    if omitted:
-        graph.remove_nodes_from(unused)
-    composites = sum(1 for n in calls if calls.nodes[n]["composite"])
-    title = (f"library: {len(calls)} tools ({len(calls) - composites} primitives, {composites} composites), "
-             f"max depth {max((calls.nodes[n]['depth'] for n in calls), default=0)}")
-    if omitted:
-        title += f"; {omitted} tools called by no composite not shown"
-
-    layers: dict[int, int] = {}
-    for n in graph:
-        graph.nodes[n]["layer"] = graph.nodes[n]["depth"]
-        layers[graph.nodes[n]["depth"]] = layers.get(graph.nodes[n]["depth"], 0) + 1
-    widest = max(layers.values(), default=1)
-    n_nodes = max(len(graph), 1)
-    width = min(60.0, max(6.0, 1.3 * widest))
-    height = min(40.0, max(3.0, 1.6 * len(layers) + 1.0))
-    node_size = 1400 if n_nodes <= 40 else (700 if n_nodes <= 150 else 250)
-    font_size = 7 if n_nodes <= 40 else (5 if n_nodes <= 150 else 3)
-
-    fig = Figure(figsize=(width, height))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    ax.set_title(title, fontsize=10)
-    if len(graph):
-        pos = nx.multipartite_layout(graph, subset_key="layer", align="horizontal")  # layer 0 at the bottom
-        colors = ["#9ecae1" if graph.nodes[n]["composite"] else ("#c7e9c0" if n in starting else "#fdd0a2")
-                  for n in graph]
-        nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=node_size, edgecolors="#444444",
-                               linewidths=0.6)
-        widths = [0.8 * d["multiplicity"] for _, _, d in graph.edges(data=True)]
-        nx.draw_networkx_edges(graph, pos, ax=ax, arrows=True, arrowsize=10, node_size=node_size, width=widths,
-                               edge_color="#555555")
-        labels = {n: (f"{n}\nd={graph.nodes[n]['depth']} Φ={graph.nodes[n]['phi']}" if graph.nodes[n]["composite"]
-                      else n) for n in graph}
-        nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=font_size)
-        ax.margins(0.08)
-    else:
-        ax.text(0.5, 0.5, "empty library", transform=ax.transAxes, ha="center", va="center")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format=fmt, bbox_inches="tight")
-    os.replace(tmp, path)
-    return str(path)
+    return draw_dag(to_networkx(snapshot), path, primitive_names=primitive_names)
 
 
 __all__ = [
-    "ACCEPTED", "MAX_UNUSED_PRIMITIVES_SHOWN", "PLOT_NAMES", "ReportError", "build_report",
+    "ACCEPTED", "PLOT_NAMES", "ReportError", "build_report",
     "draw_library", "library_summary", "plot_coevolution", "retrieval_tokens_per_query", "validate_rounds", "write_report", "write_text_atomic",
 ]

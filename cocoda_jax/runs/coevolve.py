@@ -63,7 +63,7 @@ from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards
 from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
-from cocoda_jax.rods.curriculum import Curriculum
+from cocoda_jax.rods.source import TaskSource
 from cocoda_jax.rods.tracker import tracking_reward
 from cocoda_jax.runs import builders, domains, host_memory, hosts, rundir, stage0
 from cocoda_jax.runs.settings import require
@@ -226,55 +226,13 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
         show_progress=show_progress)
 
 
-@dataclasses.dataclass(frozen=True)
-class _TaskSource:
-    """Where GRPO's tasks come from: the RODS curriculum, or (``curriculum=None``) a static draw
-    from the seed tasks."""
-
-    seeds: tuple[Any, ...]
-    curriculum: Curriculum | None
-
-    @classmethod
-    def of(cls, ctx: _RunContext, library: LibrarySnapshot) -> _TaskSource:
-        rods = ctx.settings.rods
-        seeds = tuple(ctx.domain.train[:rods.n_seeds])
-        if rods.curriculum is None:
-            return cls(seeds, None)
-        return cls(seeds, Curriculum(seeds, rods.curriculum, hosts.host_dir(ctx.workdir), run_seed=ctx.seed, library=library,
-                                     sandbox=ctx.sandbox, background=rods.background, selection=rods.selection))
-
-    def sample(self, ctx: _RunContext, iteration: int) -> tuple[list[Any], dict[str, int]]:
-        """GRPO iteration ``iteration``'s tasks (registered in ``ctx.tasks_by_id``) and how many were
-        drawn from each curriculum region at draw time (``static`` without a curriculum)."""
-        n = ctx.settings.grpo.tasks_per_iteration
-        if self.curriculum is not None:
-            tasks = list(self.curriculum.sample(n, seed=ctx.seed * 100_003 + iteration))
-            regions = self.curriculum.regions_of([str(t.id) for t in tasks])
-            drawn = [regions[str(t.id)] for t in tasks]
-        else:
-            tasks = loop.sample_tasks(self.seeds, n, ctx.seed, iteration, stream=11)
-            drawn = ["static"] * len(tasks)
-        for t in tasks:
-            ctx.tasks_by_id.setdefault(str(t.id), t)
-        counts: dict[str, int] = {}
-        for region in drawn:
-            counts[region] = counts.get(region, 0) + 1
-        return tasks, counts
-
-    def observe(self, ctx: _RunContext, iteration: loop.Iteration) -> None:
-        if self.curriculum is not None:
-            self.curriculum.observe(dict(iteration.group_rewards(ctx.rods_signal)))
-
-    def end_epoch(self, library: LibrarySnapshot) -> dict[str, Any] | None:
-        """The curriculum's epoch summary, the round's ``library`` handed on (``None``: no curriculum)."""
-        if self.curriculum is None:
-            return None
-        self.curriculum.set_library(library)
-        return self.curriculum.end_epoch()
-
-    def close(self) -> None:
-        if self.curriculum is not None:
-            self.curriculum.close()
+def _task_source(ctx: _RunContext, library: LibrarySnapshot) -> TaskSource:
+    """GRPO's tasks: the RODS curriculum over the first ``rods.n_seeds`` training tasks, its state
+    under this process's ``rods/`` (a static draw from them with ``rods.curriculum`` unset)."""
+    rods = ctx.settings.rods
+    return TaskSource.open(ctx.domain.train[:rods.n_seeds], rods.curriculum, hosts.host_dir(ctx.workdir),
+                           run_seed=ctx.seed, library=library, sandbox=ctx.sandbox, background=rods.background,
+                           selection=rods.selection, tasks_per_iteration=ctx.settings.grpo.tasks_per_iteration)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -497,7 +455,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
         else:
             run_progress, library, state, ref = _resume(ctx, latest)
             run_progress = _round0_under_this_reward(ctx, run_progress, library, state, latest.config)
-        tasks = _TaskSource.of(ctx, library)
+        tasks = _task_source(ctx, library)
         try:
             run_progress, library, state = _rounds(ctx, run_progress, library, state, ref, writer, tasks,
                                                    stop_after_round)
@@ -693,7 +651,7 @@ _DIAGNOSTIC_KEYS = ("uniform_group_share", "grpo/entropy", "grpo/update_norm")
 
 
 def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, cards: PromptCards,
-               state: TrainState, ref: Any, tasks: _TaskSource, writer: MetricsWriter,
+               state: TrainState, ref: Any, tasks: TaskSource, writer: MetricsWriter,
                iterations: range | None = None) -> GrpoRound:
     """Round ``r``'s GRPO iterations ``iterations`` (default: all ``grpo.iterations_per_round``)
     from global step ``step``; iteration ``k`` of round ``r`` draws and samples with the global
@@ -704,7 +662,9 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
     accuracies, diagnostics, draws = [], [], {}
     for k in (range(per_round) if iterations is None else iterations):
         it = (r - 1) * per_round + k
-        drawn, regions = tasks.sample(ctx, it)
+        drawn, regions = tasks.sample(it)
+        for t in drawn:
+            ctx.tasks_by_id.setdefault(str(t.id), t)
         for region, n in regions.items():
             draws[region] = draws.get(region, 0) + n
         state, metrics, iteration = loop.grpo_iteration(
@@ -717,7 +677,7 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
         failpoints.hit("grpo/iteration")
         accuracies.append(metrics["accuracy"])
         diagnostics.append({k: float(metrics[k]) for k in _DIAGNOSTIC_KEYS if k in metrics})
-        tasks.observe(ctx, iteration)
+        tasks.observe(dict(iteration.group_rewards(ctx.rods_signal)))
         for t, b in zip(iteration.trajectories, iteration.breakdowns):
             if t.correct and b.total >= ctx.settings.coevolve.rho:
                 successes.setdefault((t.task_id, t.program), t)
@@ -800,7 +760,7 @@ def _new_demonstrations(stored: ProgramPairs, successes: Sequence[trajectory.Tra
 
 
 def _probation(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards, mined: Mined,
-               refactored: Refactored, trained: GrpoRound, ref: Any, tasks: _TaskSource, writer: MetricsWriter,
+               refactored: Refactored, trained: GrpoRound, ref: Any, tasks: TaskSource, writer: MetricsWriter,
                iterations: range) -> tuple[GrpoRound, Refactored]:
     """The round's last GRPO iterations, from the refreshed planner. With new composites, they are
     the composites' probation: the planner trains with the candidate library in its prompts and GAR
@@ -887,7 +847,7 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
 
 
 def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapshot, state: TrainState, ref: Any,
-            writer: MetricsWriter, tasks: _TaskSource, stop_after_round: int | None
+            writer: MetricsWriter, tasks: TaskSource, stop_after_round: int | None
             ) -> tuple[RunProgress, LibrarySnapshot, TrainState]:
     """Stage 3: the rounds left (up to ``stop_after_round``), each checkpointed."""
     total = ctx.settings.coevolve.rounds

@@ -22,7 +22,7 @@ Why each available arm's overrides do what the name says (read from the code, no
   (no ``LibrarySnapshot.remove`` in ``coevolve/`` or ``runs/coevolve.py``: mining only inserts),
   so no accepted tool is ever dropped. Every round is therefore accepted as a pair.
 * ``rods_off``: ``rods.enabled=False``: GRPO's tasks are a static seeded draw from the same
-  ``rods.n_seeds`` seed tasks (``_TaskSource.sample`` -> ``loop.sample_tasks``).
+  ``rods.n_seeds`` seed tasks (``rods.source.TaskSource.sample`` -> ``loop.sample_tasks``).
 * ``rods_random``: ``rods.selection="uniform"``: ``Curriculum.sample`` takes a seeded uniform
   permutation of the live pool instead of boundary-first priority order; the pool, synthesis and
   retirement are RODS's.

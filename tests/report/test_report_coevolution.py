@@ -167,7 +167,7 @@ def test_draw_library_writes_the_learned_dag(learned, primitives, tmp_path, suff
         text = data.decode()
         for name in ("discount_then_tax", "percent_of", "subtract", "add"):
             assert name in text
-        assert "floor_div" not in text and "27 tools called by no composite not shown" in text
+        assert "floor_div" not in text and "27 primitives called by no composite not drawn" in text
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     if suffix == ".svg":  # with no composite, the primitives are all that is left to draw
         only = draw_library(primitives, tmp_path / "sub" / "prims.svg")
