@@ -13,7 +13,9 @@ budget with RODS switched the other way (in ``DIR/rods_off`` or ``DIR/rods_on``)
     python -m launch.coevolve --config=configs/qwen3_8b_math.py:node8 --dry_run
 
 prints, last, one JSON line with the per-device bytes of the planner's params, optimizer state and
-compiled train step on the config's mesh (fake CPU devices, no weights: ``cocoda_jax/runs/dry_run.py``).
+compiled train step on the config's mesh (fake CPU devices, no weights: ``cocoda_jax/runs/dry_run.py``);
+``--dry_run_topology=v5p-128`` (or ``4x8xh100``, ``devices=D,hosts=H,device_gb=G``) plans for those machines
+(docs/scale.md).
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ _RODS = flags.DEFINE_bool("compare_rods", False, "Also run with RODS switched th
 _PROGRESS = flags.DEFINE_bool("progress", True, "Progress bars.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the per-device memory of the config's planner, optimizer state and "
                              "compiled train steps on fake CPU devices (no weights allocated, nothing written), then exit.")
+_TOPOLOGY = flags.DEFINE_string("dry_run_topology", "", "With --dry_run: the machines to plan for (v5p-128, "
+                                "4x8xh100, devices=64,hosts=16,device_gb=95): data=-1 takes the devices the other "
+                                "axes leave there, and the plan adds the device memory and the headroom.")
 _ALLOW_CHANGE = flags.DEFINE_bool("allow_config_change", False,
                                   "Resume a run whose checkpoint was written with another config.")
 
@@ -56,9 +61,13 @@ def main(argv) -> None:
     if _DRY_RUN.value:
         from cocoda_jax.runs import dry_run
 
-        dry_run.use_fake_cpu_devices(math.prod(dry_run.mesh_shape(RunSettings.of(config))))
-        print(json.dumps(dry_run.memory_plan(config, config_flags.get_config_filename(flags.FLAGS["config"]))))
+        topology = dry_run.parse_topology(_TOPOLOGY.value) if _TOPOLOGY.value else None
+        dry_run.use_fake_cpu_devices(math.prod(dry_run.mesh_shape(RunSettings.of(config), topology)))
+        print(json.dumps(dry_run.memory_plan(config, config_flags.get_config_filename(flags.FLAGS["config"]),
+                                             topology)))
         return
+    if _TOPOLOGY.value:
+        raise app.UsageError("--dry_run_topology plans a dry run: give --dry_run too")
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required (unless --dry_run)")
     workdir = local_workdir(_WORKDIR.value)

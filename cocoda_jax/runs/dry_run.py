@@ -14,7 +14,14 @@ on abstract batches of the config's sizes. Per device it reports:
   gradients, micro-batch accumulators), read from the compiled program itself;
 * ``total``: the sum: what one device holds at the peak of a train step.
 
-The devices are the host CPU's, as many fake ones as the mesh needs (``data = -1`` counts as 1),
+A *topology* (``--dry_run_topology``, :func:`parse_topology`) names the machines the run is meant for:
+a TPU slice (``v5p-128``: 64 chips on 16 hosts), GPU nodes (``4x8xh100``) or explicit counts
+(``devices=64,hosts=16,device_gb=95``). ``data = -1`` then takes the devices the other axes leave,
+as on the real slice (so the per-device batch is the real one), and the plan adds the device's
+memory, the hosts, and the headroom the exact parts leave (``device_bytes - params - optimizer -
+reference``). Without a topology ``data = -1`` counts as 1.
+
+The devices are the host CPU's, as many fake ones as the mesh needs,
 so ``train_step_temp`` comes from XLA's CPU compiler, whose buffer assignment is not the GPU's or
 TPU's. It is **not** a reliable accelerator estimate: XLA:CPU does not show what rematerialisation
 saves (a 16-layer toy MLP's gradient reports 145 MB of temporaries without ``jax.checkpoint`` and
@@ -44,11 +51,81 @@ from cocoda_jax.runs.settings import RunSettings
 
 H200_BYTES = 141 * 10**9
 
+#: Accelerators a topology can name: bytes of memory per device, devices per host. TPU v4/v5p are
+#: counted as their accelerator types are, in TensorCores (2 a chip; JAX sees one device a chip).
+GPU_BYTES = {"h100": 80 * 10**9, "h200": H200_BYTES, "a100": 80 * 10**9}  # the 80 GB parts
+TPU_CHIPS = {"v4": (32 * 2**30, 4), "v5p": (95 * 10**9, 4)}
 
-def mesh_shape(settings: RunSettings) -> tuple[int, int, int]:
-    """(data, fsdp, tensor) of the dry run: the config's axes, ``data = -1`` taken as 1."""
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """The machines a dry run plans for: ``devices`` accelerators on ``hosts`` hosts (one JAX
+    process each), ``device_bytes`` of memory per device."""
+
+    name: str
+    devices: int
+    hosts: int
+    device_bytes: int
+
+    def __post_init__(self) -> None:
+        if min(self.devices, self.hosts, self.device_bytes) < 1 or self.devices % self.hosts:
+            raise ConfigError(f"topology {self.name!r}: {self.devices} devices on {self.hosts} hosts "
+                              f"of {self.device_bytes} bytes each is not a machine")
+
+    @property
+    def per_host(self) -> int:
+        return self.devices // self.hosts
+
+
+def _positive(text: str, what: str, spec: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"--dry_run_topology={spec!r}: {what} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def parse_topology(spec: str) -> Topology:
+    """``v4-N`` / ``v5p-N`` (N TensorCores: N/2 chips, 4 a host), ``NODESxGPUSxKIND`` (``KIND`` in
+    :data:`GPU_BYTES`; one host a node), or ``devices=D,hosts=H,device_gb=G``; :class:`ConfigError` else."""
+    text = spec.strip().lower()
+    if "=" in text:
+        fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        if set(fields) != {"devices", "hosts", "device_gb"} or text.count("=") != 3:
+            raise ConfigError(f"--dry_run_topology={spec!r}: give devices=D,hosts=H,device_gb=G")
+        try:
+            gb = float(fields["device_gb"])
+        except ValueError:
+            raise ConfigError(f"--dry_run_topology={spec!r}: device_gb must be a number") from None
+        return Topology(spec, _positive(fields["devices"], "devices", spec), _positive(fields["hosts"], "hosts", spec),
+                        int(gb * 10**9))
+    kind, _, cores = text.partition("-")
+    if kind in TPU_CHIPS and cores:
+        n = _positive(cores, "the TensorCore count", spec)
+        if n % 2:
+            raise ConfigError(f"--dry_run_topology={spec!r}: {kind} slices count TensorCores, two a chip")
+        chip_bytes, per_host = TPU_CHIPS[kind]
+        chips = n // 2
+        return Topology(spec, chips, max(1, chips // per_host), chip_bytes)
+    parts = text.split("x")
+    if len(parts) == 3 and parts[2] in GPU_BYTES:
+        nodes, gpus = _positive(parts[0], "the node count", spec), _positive(parts[1], "GPUs a node", spec)
+        return Topology(spec, nodes * gpus, nodes, GPU_BYTES[parts[2]])
+    raise ConfigError(f"--dry_run_topology={spec!r}: not v4-N, v5p-N, NODESxGPUSx{{{','.join(GPU_BYTES)}}} "
+                      "or devices=D,hosts=H,device_gb=G")
+
+
+def mesh_shape(settings: RunSettings, topology: Topology | None = None) -> tuple[int, int, int]:
+    """(data, fsdp, tensor) of the dry run: the config's axes; ``data = -1`` takes the devices the
+    others leave on ``topology`` (as on the real machines), or 1 without one. :class:`ConfigError`
+    when the mesh does not fit the topology."""
     m = settings.mesh
-    return (m.data if m.data > 0 else 1), m.fsdp, m.tensor
+    if topology is None:
+        return (m.data if m.data > 0 else 1), m.fsdp, m.tensor
+    model_axes = m.fsdp * m.tensor
+    data = m.data if m.data > 0 else topology.devices // model_axes
+    if data < 1 or data * model_axes > topology.devices:
+        raise ConfigError(f"config.mesh (data={m.data}, fsdp={m.fsdp}, tensor={m.tensor}) needs more than the "
+                          f"{topology.devices} devices of {topology.name}")
+    return data, m.fsdp, m.tensor
 
 
 def use_fake_cpu_devices(count: int) -> None:
@@ -85,11 +162,11 @@ def _shard_bytes(tree: Any) -> int:
     return int(total)
 
 
-def memory_plan(config: Any, config_name: str = "") -> dict[str, Any]:
+def memory_plan(config: Any, config_name: str = "", topology: Topology | None = None) -> dict[str, Any]:
     """The dry run's JSON (see the module docstring); :class:`ConfigError` when the mesh needs
-    more devices than JAX has."""
+    more devices than JAX has (or than ``topology`` has)."""
     settings = RunSettings.of(config)
-    data, fsdp, tensor = mesh_shape(settings)
+    data, fsdp, tensor = mesh_shape(settings, topology)
     need = data * fsdp * tensor
     if jax.device_count() < need:
         raise ConfigError(f"the dry run of mesh data={data}, fsdp={fsdp}, tensor={tensor} needs {need} devices, "
@@ -122,13 +199,20 @@ def memory_plan(config: Any, config_name: str = "") -> dict[str, Any]:
     per_device = {"params": params, "optimizer": optimizer, "reference": reference, "train_step_temp": temp,
                   "total": params + optimizer + reference + temp}
     n_params = sum(math.prod(x.shape) for x in jax.tree.leaves(state.params))
+    target = {} if topology is None else {"topology": {
+        "name": topology.name, "devices": topology.devices, "hosts": topology.hosts, "per_host": topology.per_host,
+        "device_bytes": topology.device_bytes, "device_gb": round(topology.device_bytes / 1e9, 2),
+        "mesh_devices": data * fsdp * tensor,
+        # exact: what the state's shards leave of a device for the step's activations, the KV cache, XLA
+        "headroom_after_state_gb": round((topology.device_bytes - params - optimizer - reference) / 1e9, 2)}}
     return {"config": config_name, "mesh": {"data": data, "fsdp": fsdp, "tensor": tensor},
             "model": {"preset": settings.model.preset, "params": int(n_params), "param_dtype": cfg.param_dtype,
                       "layers": cfg.n_layers},
             "per_device_bytes": per_device, "per_device_gb": {k: round(v / 1e9, 2) for k, v in per_device.items()},
             # no fits/does-not-fit verdict: the temporaries are XLA:CPU's (see the module docstring)
             "train_step_temp_from": f"xla:{jax.default_backend()} buffer assignment (not an accelerator estimate)",
-            "h200_bytes": H200_BYTES, "steps": steps, "backend": jax.default_backend()}
+            "h200_bytes": H200_BYTES, "steps": steps, "backend": jax.default_backend(), **target}
 
 
-__all__ = ["H200_BYTES", "memory_plan", "mesh_shape", "use_fake_cpu_devices"]
+__all__ = ["GPU_BYTES", "H200_BYTES", "TPU_CHIPS", "Topology", "memory_plan", "mesh_shape", "parse_topology",
+           "use_fake_cpu_devices"]
