@@ -25,6 +25,7 @@ from cocoda_jax.errors import ConfigError
 from cocoda_jax.report.coevolution import write_text_atomic
 from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.runs import hosts
+from cocoda_jax.runs.settings import default_config
 
 
 def local_workdir(workdir: str | os.PathLike) -> Path:
@@ -89,8 +90,8 @@ ADDED_KEYS = {"rollout.host_shards": 1}
 
 
 def with_added_keys(saved: Any) -> Any:
-    """A saved config (as JSON) with each of the :data:`ADDED_KEYS` it lacks set to its old
-    behaviour's value (in a section it has); the rest as it was."""
+    """A saved config (as JSON) as the current code reads it: each of the :data:`ADDED_KEYS` it lacks
+    set to its old behaviour's value, then :func:`with_declared_defaults`; the rest as it was."""
     saved = copy.deepcopy(ckpt.to_jsonable(saved, "config"))
     for dotted, value in ADDED_KEYS.items():
         *path, key = dotted.split(".")
@@ -99,13 +100,34 @@ def with_added_keys(saved: Any) -> Any:
             node = node.get(name) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.setdefault(key, value)
-    return saved
+    return with_declared_defaults(saved)
+
+
+def with_declared_defaults(config: Any) -> Any:
+    """A config (as JSON) with every key it lacks, in a section it has, set to the section's declared
+    default: what parsing it gives, so a config that writes a default and one that leaves it out
+    compare equal."""
+    config = copy.deepcopy(ckpt.to_jsonable(config, "config"))
+    if isinstance(config, dict):
+        defaults = ckpt.to_jsonable(default_config().to_dict(), "config")
+        for name, section in config.items():
+            if isinstance(section, dict) and isinstance(defaults.get(name), dict):
+                _fill(section, defaults[name])
+    return config
+
+
+def _fill(node: dict, defaults: dict) -> None:
+    for key, value in defaults.items():
+        if key not in node:
+            node[key] = copy.deepcopy(value)
+        elif isinstance(node[key], dict) and isinstance(value, dict):
+            _fill(node[key], value)
 
 
 def run_identity_changes(saved: Any, current: Any) -> list[str]:
     """:func:`config_diff` of a saved config (:func:`with_added_keys`) and the current one, without the
     :data:`NOT_RUN_IDENTITY` sections: what makes two configs two different runs."""
-    return [c for c in config_diff(with_added_keys(saved), current)
+    return [c for c in config_diff(with_added_keys(saved), with_declared_defaults(current))
             if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
 
 

@@ -637,6 +637,57 @@ class RunSettings:
         return value
 
 
+def _section_defaults(cls: type) -> dict[str, Any]:
+    """The fields of a section dataclass that have a default, with it (nested sections as dicts)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        sub = getattr(cls, "SUBSECTIONS", {}).get(f.name)
+        if sub is not None:
+            out[f.name] = _section_defaults(sub)
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+#: Sections whose presence is itself a choice (``demos``: run stage 0), so no default config holds them.
+SWITCHES = ("demos",)
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """Every section's keys with the defaults their dataclasses declare (the one home of a
+    default). A config file starts from this and sets what has no default and what it changes,
+    through :func:`override`, so no value is written in two places."""
+    sections = {**_REQUIRED, **{k: v for k, v in _OPTIONAL.items() if k not in SWITCHES}}
+    return ml_collections.ConfigDict({name: _section_defaults(cls) for name, cls in sections.items()})
+
+
+def override(config: ml_collections.ConfigDict, name: str, **values: Any) -> ml_collections.ConfigDict:
+    """Sets ``config.<name>.<key> = value`` for each of ``values``; a value equal to the one it
+    replaces (the dataclass default, or an earlier config's) is a :class:`ConfigError`: a config
+    repeating a default would become a second home of it. A nested section's keys are given as a
+    dict and set one by one under the same rule. Returns ``config``."""
+    _override(config, name, values, "config")
+    return config
+
+
+def _override(config: Any, name: str, values: dict[str, Any], where: str) -> None:
+    if name not in config or config[name] is None:
+        config[name] = ml_collections.ConfigDict()
+    node, path = config[name], f"{where}.{name}"
+    for key, value in values.items():
+        if isinstance(value, dict):
+            _override(node, key, value, path)
+            continue
+        if key in node and node[key] == value and isinstance(node[key], bool) == isinstance(value, bool):
+            raise ConfigError(f"{path}.{key} = {value!r} repeats the value it already has; a config "
+                              "sets only what has no default or what it changes")
+        node[key] = value
+
+
 #: What the builders take: a run's ConfigDict (parsed on the way in) or its parsed RunSettings.
 ConfigLike = Any
 
@@ -663,7 +714,7 @@ def require(config: ml_collections.ConfigDict, *keys: str) -> None:
 
 
 __all__ = [
-    "ConfigError", "ConfigLike", "exit_on_config_error", "require", "CheckpointSettings", "CoevolveSettings", "DemosSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
+    "ConfigError", "ConfigLike", "default_config", "exit_on_config_error", "override", "require", "CheckpointSettings", "CoevolveSettings", "DemosSettings", "DistributedSettings", "DomainSettings", "GrpoSettings",
     "MeshSettings", "ModelSettings", "ReportSettings", "RodsSettings", "RunSettings", "SandboxSettings",
     "SftSettings", "TOP_LEVEL", "WarmSettings", "section",
 ]
