@@ -24,6 +24,9 @@ turns silent corruption into :class:`CorruptCheckpointError`.
 Nothing here deletes or rewrites an existing step: saving to a step that exists raises
 :class:`StepExistsError`; restoring opens the manager read-only. Only Orbax's ``max_to_keep``
 (``keep=``) removes old steps, after the new one is committed.
+
+A directory is a local path or a bucket URL (:func:`cocoda_jax.storage.path_of`); Orbax writes to a
+bucket itself (tensorstore), committing a step there with a marker file instead of a rename.
 """
 
 from __future__ import annotations
@@ -34,17 +37,17 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from cocoda_jax.errors import CocodaError
-from cocoda_jax import failpoints
+from cocoda_jax import failpoints, storage
 
 FORMAT = "cocoda-checkpoint/v1"
 LIBRARY_PAYLOAD = "library"
@@ -214,7 +217,13 @@ def _fingerprint_list(arrays) -> list[int]:
 def _manager(directory, *, keep: int | None = None, read_only: bool = False) -> ocp.CheckpointManager:
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
                                            enable_async_checkpointing=False)
-    return ocp.CheckpointManager(Path(directory).absolute(), options=options)
+    return ocp.CheckpointManager(_path(directory), options=options)
+
+
+def _path(directory: str | os.PathLike) -> epath.Path:
+    """``directory`` as Orbax takes it: an ``epath.Path``, absolute when local."""
+    path = storage.path_of(directory)
+    return path if storage.is_remote(path) else epath.Path(os.path.abspath(path))
 
 
 def open_manager(directory: str | os.PathLike, keep: int | None = None) -> ocp.CheckpointManager:
@@ -225,7 +234,7 @@ def open_manager(directory: str | os.PathLike, keep: int | None = None) -> ocp.C
 
 def all_steps(directory: str | os.PathLike) -> list[int]:
     """The committed steps under ``directory`` (Orbax ignores half-written temporary ones)."""
-    if not Path(directory).is_dir():
+    if not _path(directory).is_dir():
         return []
     with _manager(directory, read_only=True) as m:
         return sorted(m.all_steps())
@@ -243,7 +252,7 @@ def _flatten(tree) -> list[tuple[str, Any, Any]]:
 
 
 def save(manager_or_dir: ocp.CheckpointManager | str | os.PathLike, step: int, train_state: Any,
-         payloads: Mapping[str, Any] | None = None, config: Any = None, *, keep: int | None = None) -> Path:
+         payloads: Mapping[str, Any] | None = None, config: Any = None, *, keep: int | None = None) -> epath.Path:
     """Writes ``train_state`` (any pytree of arrays, PRNG keys and Python scalars), ``payloads``
     (name -> str, JSON value, or an object with ``to_json()`` such as a ``LibrarySnapshot``) and
     ``config`` (dict, ConfigDict or dataclass; stored as JSON) as checkpoint ``step``.
@@ -275,7 +284,7 @@ def save(manager_or_dir: ocp.CheckpointManager | str | os.PathLike, step: int, t
             raise CheckpointError(f"Orbax failed to write the checkpoint: {e}", directory, step) from e
         if not saved:
             raise CheckpointError("Orbax declined to save this step", directory, step)
-        return Path(directory) / str(step)
+        return _path(directory) / str(step)
     finally:
         if own:
             manager.close()
@@ -359,7 +368,7 @@ def restore(directory: str | os.PathLike, target: Any = None, step: int | None =
     ``library`` payload through ``LibrarySnapshot.from_json``), which come back decoded. Never
     writes to ``directory``. ``partial=True`` lets the target name a subset of the saved leaves
     (say, only ``params`` for evaluation); the others are not read."""
-    if not Path(directory).is_dir():
+    if not _path(directory).is_dir():
         raise NoCheckpointError("no such directory", directory)
     decoders = DEFAULT_DECODERS if decoders is None else decoders
     with _manager(directory, read_only=True) as manager:
@@ -377,7 +386,7 @@ def restore(directory: str | os.PathLike, target: Any = None, step: int | None =
 
 
 def _read_json_items(manager, directory, step):
-    step_dir = Path(directory) / str(step)
+    step_dir = _path(directory) / str(step)
     missing = [i for i in _JSON_ITEMS if not (step_dir / i).is_dir()]
     if missing:
         raise CorruptCheckpointError(f"item folder(s) {missing} are missing", directory, step)

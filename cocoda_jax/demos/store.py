@@ -12,10 +12,10 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from cocoda_jax.errors import CocodaError
+from cocoda_jax import storage
 from cocoda_jax import values as codec
 
 FORMAT = "cocoda_jax.demos/1"
@@ -71,7 +71,7 @@ class DemoRecord:
 def read_records(path: str | os.PathLike) -> dict[str, DemoRecord]:
     """The records of ``path`` by task id (empty when the file does not exist; a later line for the
     same task wins)."""
-    path = Path(path)
+    path = storage.path_of(path)
     if not path.exists():
         return {}
     lines = path.read_text(encoding="utf-8").split("\n")
@@ -94,7 +94,7 @@ class DemoStore:
     """Appends records to one JSONL file; :attr:`records` holds what is in it (read once on open)."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = storage.path_of(path)
         self.records = read_records(self.path)
         self._trim_cut_line()
 
@@ -106,13 +106,19 @@ class DemoStore:
         keep = "".join(line + "\n" for line in text.split("\n") if line.strip()
                        and _parses(line))
         if keep != text:
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(keep, encoding="utf-8")
-            os.replace(tmp, self.path)
+            storage.write_atomic(self.path, keep)
 
     def append(self, records: Iterable[DemoRecord]) -> None:
+        """Appends ``records`` (fsynced). In a bucket, which has no append, the file is uploaded
+        again whole with them (one upload: readers see it with or without them)."""
         records = list(records)
         if not records:
+            return
+        if storage.is_remote(self.path):
+            old = self.path.read_bytes() if self.path.exists() else b""
+            storage.write_atomic(self.path, old + "".join(r.to_json() + "\n" for r in records).encode("utf-8"))
+            for r in records:
+                self.records[r.task_id] = r
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:

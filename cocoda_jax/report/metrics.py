@@ -8,6 +8,13 @@ line is dropped when the file is reopened. Reopening with ``resume_step=r`` (the
 checkpoint being resumed) drops every line with ``step > r`` (atomically, by rewriting to a temporary
 file and renaming it) and tells TensorBoard to purge its events after ``r``, so no step is ever
 written twice. Steps never go backwards, and a key is written at most once per step.
+
+In a bucket (``gs://...``) both files are written in a local copy of ``logdir``
+(:class:`cocoda_jax.storage.Mirror`) and each changed file is uploaded whole after every ``write``:
+an object store has no append, a whole-object upload is what a reader sees complete or not at all,
+and the remote copy never lags the checkpoint a resume starts from. TensorBoard's remote writers in
+tensorboardX are per store (their own clients and credentials) and would bypass ``etils.epath``;
+a synced local event file keeps one path abstraction and is what TensorBoard reads from the bucket.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import struct
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from cocoda_jax import storage
 from cocoda_jax.errors import CocodaError
 
 JSONL_NAME = "metrics.jsonl"
@@ -66,7 +74,7 @@ def _parse_lines(path: pathlib.Path, data: bytes) -> tuple[list[dict[str, Any]],
 
 def read_metrics(path: os.PathLike | str) -> list[dict[str, Any]]:
     """Every complete record of a metrics JSONL file, in file order (a torn last line is ignored)."""
-    path = pathlib.Path(path)
+    path = storage.path_of(path)
     return _parse_lines(path, path.read_bytes())[0]
 
 
@@ -87,8 +95,9 @@ class MetricsWriter:
 
     def __init__(self, logdir: os.PathLike | str, *, resume_step: int | None = None, tensorboard: bool = True,
                  fsync: bool = False, jsonl_name: str = JSONL_NAME):
-        self.logdir = pathlib.Path(logdir)
-        self.logdir.mkdir(parents=True, exist_ok=True)
+        self._mirror = storage.Mirror(logdir)  # logdir itself when local
+        self.dest = self._mirror.dest
+        self.logdir = self._mirror.local
         self.path = self.logdir / jsonl_name
         self.fsync = fsync
         self.last_step: int | None = None
@@ -164,11 +173,15 @@ class MetricsWriter:
             for key, value in record.items():
                 if key != "step" and math.isfinite(value):
                     self._tb.add_scalar(key, value, global_step=step)
+        if self._mirror.remote:
+            self.flush()
 
     def flush(self) -> None:
+        """Flushes both files (and uploads what changed, in a bucket)."""
         self._file.flush()
         if self._tb is not None:
             self._tb.flush()
+        self._mirror.sync()
 
     def close(self) -> None:
         if not self._file.closed:
@@ -176,6 +189,7 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        self._mirror.close()
 
     def __enter__(self) -> "MetricsWriter":
         return self
@@ -201,7 +215,7 @@ def read_event_scalars(logdir: os.PathLike | str) -> dict[str, list[tuple[int, f
         return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
     out: dict[str, list[tuple[int, float]]] = {}
-    paths = pathlib.Path(logdir).rglob("events.out.tfevents.*")
+    paths = [p for p in storage.list_files(logdir).values() if p.name.startswith("events.out.tfevents.")]
     for path in sorted(paths, key=lambda p: (p.name.split(".")[3], p.name.rsplit(".", 1)[-1], p.name)):
         data = path.read_bytes()
         pos = 0

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from cocoda_jax import failpoints
+from cocoda_jax import failpoints, storage
 from cocoda_jax.rods import persistence
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import RodsStateError
@@ -147,7 +147,7 @@ class Curriculum:
             raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
         self.selection = selection
         self.config = config
-        self.directory = Path(directory)
+        self.directory = storage.path_of(directory)
         self.run_seed = int(run_seed)
         self._write = write
         self._collect_timeout_s = collect_timeout_s

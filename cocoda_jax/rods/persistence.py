@@ -12,6 +12,8 @@ Every file is written atomically (temp file, fsync, rename, fsync of the directo
 epoch; the manifest is written last, so a kill before it leaves the previous manifest pointing at
 files that are still intact. Restore (:func:`load`) checks every hash and replays the generated
 files in epoch order; anything unreadable raises :class:`CorruptStateError` naming the file.
+In a bucket each file is one whole-object upload instead (:func:`cocoda_jax.storage.write_atomic`),
+which readers likewise see whole or not at all; the manifest is still written last.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from etils.epath import Path
+
+from cocoda_jax import storage
 from cocoda_jax.rods.errors import CorruptStateError, RodsStateError
 from cocoda_jax.rods.pool import PoolState
 from cocoda_jax.rods.tasks import task_from_dict, task_to_dict
@@ -37,19 +41,7 @@ _KEEP_VERSIONS = 2
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    storage.write_atomic(path, data)
 
 
 def _sha(data: bytes) -> str:
@@ -86,7 +78,7 @@ class Restored:
 
 
 def rods_dir(checkpoint_dir: str | os.PathLike) -> Path:
-    return Path(checkpoint_dir) / "rods"
+    return storage.path_of(checkpoint_dir) / "rods"
 
 
 def save(checkpoint_dir: str | os.PathLike, tracker: Tracker, pool: PoolState,

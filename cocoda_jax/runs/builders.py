@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 
+from cocoda_jax import storage
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.models import create_model, get_preset, load_tokenizer, make_mesh, train_and_save
 from cocoda_jax.models.config import TOKENIZER_VOCAB_PRESETS
@@ -24,19 +25,19 @@ from cocoda_jax.runs import hosts
 from cocoda_jax.runs.settings import ConfigLike, RunSettings, section
 
 
-def tokenizer_for(workdir: Path, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
+def tokenizer_for(workdir: str | os.PathLike, texts: Any, vocab_size: int, hf_checkpoint: str = "") -> Tokenizer:
     """The run's tokenizer: the checkpoint's own when the planner is a local HF model; else the
     BPE of ``workdir/tokenizer`` when present (a resumed run must not retrain it), else trained on
     ``texts`` and saved there first (by the primary process; the others wait and read it)."""
     if hf_checkpoint:
         return Tokenizer(load_tokenizer(hf_checkpoint))
-    path = Path(workdir) / "tokenizer"
-    if hosts.is_primary() and not path.is_dir():
-        tmp = path.with_name("tokenizer.tmp")
-        train_and_save(list(texts), tmp, vocab_size)
-        os.replace(tmp, path)
+    path = storage.path_of(workdir) / "tokenizer"
+    if hosts.is_primary() and not storage.published(path):
+        with storage.staged_dir(path) as tmp:  # the tokenizers library saves and loads local files
+            train_and_save(list(texts), tmp, vocab_size)
     hosts.sync("tokenizer")
-    return Tokenizer(load_tokenizer(path))
+    with storage.local_copy(path) as local:
+        return Tokenizer(load_tokenizer(local))
 
 
 def mesh_of(config: ConfigLike) -> jax.sharding.Mesh | None:

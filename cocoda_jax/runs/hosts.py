@@ -13,10 +13,12 @@ On one process (the CPU miniature, the tests) all of this reduces to: write ever
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import jax
+from etils import epath
+
+from cocoda_jax import storage
 
 
 def process_index() -> int:
@@ -36,9 +38,10 @@ def sync(tag: str) -> None:
         multihost_utils.sync_global_devices(tag)
 
 
-def host_dir(workdir: Path) -> Path:
+def host_dir(workdir: epath.Path) -> epath.Path:
     """This process's own files: ``workdir`` for the primary, ``workdir/hosts/process_<i>`` else."""
-    return Path(workdir) if is_primary() else Path(workdir) / "hosts" / f"process_{process_index()}"
+    workdir = storage.path_of(workdir)
+    return workdir if is_primary() else workdir / "hosts" / f"process_{process_index()}"
 
 
 class NullMetricsWriter:
@@ -56,7 +59,7 @@ class NullMetricsWriter:
         pass
 
 
-def metrics_writer(workdir: Path, *, resume_step: int | None) -> Any:
+def metrics_writer(workdir: epath.Path, *, resume_step: int | None) -> Any:
     """``MetricsWriter(workdir)`` on the primary, :class:`NullMetricsWriter` elsewhere."""
     from cocoda_jax.report.metrics import MetricsWriter
 

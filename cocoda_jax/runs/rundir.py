@@ -6,6 +6,9 @@ A run directory holds::
     tokenizer/        the BPE trained on the domain's demonstrations (kept: a resume reuses it)
     checkpoints/      Orbax steps (checkpoint.py): the train state and JSON payloads
     metrics.jsonl, tb/  scalars per optimizer step (report.MetricsWriter, resume-exact)
+
+The directory is a local path or a bucket URL (``gs://bucket/run``): :func:`run_path`, and every file
+goes through :mod:`cocoda_jax.storage` (docs/resume.md, "Remote work directories").
 """
 
 from __future__ import annotations
@@ -13,30 +16,38 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from etils import epath
+
 from cocoda_jax import checkpoint as ckpt
+from cocoda_jax import storage
 from cocoda_jax.errors import ConfigError
-from cocoda_jax.report.coevolution import write_text_atomic
 from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.runs import hosts
 from cocoda_jax.runs.settings import default_config
 
 
-def local_workdir(workdir: str | os.PathLike) -> Path:
-    """``workdir`` as a local path; a URL (``gs://``, ``s3://``) is a :class:`ConfigError`, raised before
-    anything is written: the jobs write with local file operations, and ``Path`` would quietly turn
-    ``gs://bucket/run`` into a local directory ``gs:/bucket/run``. (Use a mounted bucket path.)"""
-    text = os.fspath(workdir)
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
-        raise ConfigError(f"--workdir {text!r} is a URL: remote work directories are not supported yet (the job "
-                          "writes with local file operations); give a local or mounted path")
-    return Path(text)
+def run_path(workdir: str | os.PathLike) -> epath.Path:
+    """``workdir`` as an ``epath.Path``: a local path or a URL ``epath`` writes to (``gs://``,
+    ``s3://``, ``az://``); another scheme is a :class:`ConfigError`, raised before anything is
+    written (``pathlib.Path`` would quietly turn ``gs://bucket/run`` into a local ``gs:/bucket/run``)."""
+    try:
+        return storage.path_of(workdir)
+    except ConfigError as e:
+        raise ConfigError(f"--workdir: {e}") from None
+
+
+def local_workdir(workdir: str | os.PathLike) -> epath.Path:
+    """:func:`run_path` for a job that only writes locally (the study, stage 0's collection): a URL
+    is a :class:`ConfigError`, raised before anything is written."""
+    if storage.is_remote(workdir):
+        raise ConfigError(f"--workdir {os.fspath(workdir)!r} is a URL: this job writes local files only; "
+                          "give a local or mounted path")
+    return storage.path_of(workdir)
 
 
 def frozen_copy(params: Any) -> Any:
@@ -52,15 +63,15 @@ def train_tree(state: TrainState, ref_params: Any = None) -> dict[str, Any]:
     return tree
 
 
-def save_checkpoint(workdir: Path, step: int, state: TrainState, payloads: dict[str, Any], config: Any,
+def save_checkpoint(workdir: epath.Path, step: int, state: TrainState, payloads: dict[str, Any], config: Any,
                     ref_params: Any = None, keep: int = 3) -> None:
-    ckpt.save(Path(workdir) / "checkpoints", step, train_tree(state, ref_params), payloads,
+    ckpt.save(storage.path_of(workdir) / "checkpoints", step, train_tree(state, ref_params), payloads,
               config.to_dict() if hasattr(config, "to_dict") else config, keep=keep)
 
 
-def latest_checkpoint(workdir: Path) -> ckpt.Restored | None:
+def latest_checkpoint(workdir: epath.Path) -> ckpt.Restored | None:
     """The newest checkpoint's payloads (no arrays read yet), or ``None`` for a fresh run."""
-    directory = Path(workdir) / "checkpoints"
+    directory = storage.path_of(workdir) / "checkpoints"
     if not directory.is_dir() or ckpt.latest_step(directory) is None:
         return None
     return ckpt.restore(directory)
@@ -131,7 +142,7 @@ def run_identity_changes(saved: Any, current: Any) -> list[str]:
             if c.split(".", 1)[0].split(":", 1)[0] not in NOT_RUN_IDENTITY]
 
 
-def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:
+def claim_workdir(workdir: epath.Path, config: Any, latest: ckpt.Restored | None, allow_change: bool = False) -> int | None:
     """Marks ``workdir`` as this config's run and returns the metrics writer's ``resume_step``.
 
     A work directory belongs to one run: the config is compared with the one the run was saved
@@ -141,7 +152,7 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
     of a multi-host run has its own ``process_id``). Returns the checkpoint's step when resuming; ``-1`` when the same
     run died before its first checkpoint (its partial logs are dropped, it starts over); ``None``
     for a fresh directory."""
-    path = Path(workdir) / RUN_CONFIG
+    path = storage.path_of(workdir) / RUN_CONFIG
     current = ckpt.to_jsonable(config.to_dict() if hasattr(config, "to_dict") else config, "config")
     claimed = path.exists()
     saved = latest.config if latest is not None else json.loads(path.read_text()) if claimed else None
@@ -152,19 +163,19 @@ def claim_workdir(workdir: Path, config: Any, latest: ckpt.Restored | None, allo
                               "two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
                               "--allow_config_change to resume anyway")
     if (not claimed or allow_change) and hosts.is_primary():
-        write_text_atomic(path, json.dumps(current, sort_keys=True, indent=2) + "\n")
+        storage.write_atomic(path, json.dumps(current, sort_keys=True, indent=2) + "\n")
     if latest is not None:
         return latest.step
     return -1 if claimed else None
 
 
-def restore_state(workdir: Path, learner: Learner, step: int, with_ref: bool) -> tuple[TrainState, Any]:
+def restore_state(workdir: epath.Path, learner: Learner, step: int, with_ref: bool) -> tuple[TrainState, Any]:
     """The train state (and reference params) of checkpoint ``step``, restored into ``learner``'s
     own structure and shardings (so the jitted steps take it without recompiling). The target is
     the learner's abstract state: no fresh state is allocated only to be overwritten (at scale, a
     second copy of the params and Adam's moments)."""
     shapes = learner.abstract_state()
     target = ckpt.abstract_state(train_tree(shapes, shapes.params if with_ref else None))
-    restored = ckpt.restore(Path(workdir) / "checkpoints", target, step, decoders={}).state
+    restored = ckpt.restore(storage.path_of(workdir) / "checkpoints", target, step, decoders={}).state
     state = TrainState(params=restored["params"], opt_state=restored["opt_state"], step=restored["step"])
     return state, restored.get("ref_params")
