@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -42,7 +40,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from cocoda_jax import failpoints
+from cocoda_jax import failpoints, storage
 from cocoda_jax.coevolve import acceptance
 from cocoda_jax.coevolve.abstractor import Candidate, CombinedAbstractor, SymbolicAbstractor, fold_all
 from cocoda_jax.coevolve.rounds import abstraction_round, warm_library
@@ -104,24 +102,12 @@ def rods_scalars(m: dict[str, Any]) -> dict[str, float]:
 
 def read_tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` as ``relative path -> text`` (the RODS state, for the checkpoint)."""
-    if not root.is_dir():
-        return {}
-    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {rel: p.read_text() for rel, p in storage.list_files(root).items()}
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:
-    """Replaces ``root`` by exactly ``files`` (written beside it, then renamed into place)."""
-    tmp = root.with_name(root.name + ".restore")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    for rel, text in files.items():
-        path = tmp / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    if root.exists():
-        shutil.rmtree(root)
-    if files:
-        os.replace(tmp, root)
+    """Replaces ``root`` by exactly ``files`` (:func:`cocoda_jax.storage.replace_tree`)."""
+    storage.replace_tree(root, files)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -440,7 +426,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     config other than the checkpoint's is a ConfigError unless ``allow_config_change``.
     ``progress``: show progress bars; ``stop_after_round``: return after that round's checkpoint."""
     settings = _settings(config)
-    workdir = rundir.local_workdir(workdir)
+    workdir = rundir.run_path(workdir)  # a local path or a bucket URL (docs/resume.md)
     workdir.mkdir(parents=True, exist_ok=True)
     builders.maybe_initialize_distributed(settings)
     t_process = time.perf_counter()
@@ -637,7 +623,7 @@ class Verdict:
     """The acceptance decision, the incumbent after it, the evaluation the round record reports
     (the accepted pair's, or (rejected) the refused proposal's), the planner state to go on
     with (``None`` when refused: the incumbent's, restored from the last checkpoint) and the
-    proposed pair's validation accuracy."""
+    proposed pair's validation accuracy and its calls of each composite there."""
 
     outcome: Outcome
     decision: acceptance.Decision
@@ -645,6 +631,7 @@ class Verdict:
     evaluation: loop.Evaluation
     state: TrainState | None = None
     pair_accuracy: float | None = None
+    pair_composite_uses: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 _DIAGNOSTIC_KEYS = ("uniform_group_share", "grpo/entropy", "grpo/update_norm")
@@ -790,6 +777,7 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
     proposal = acceptance.Proposal(r, f"round-{r}", mined.library, ev.accuracy, ev.used_tools)
     rule = ctx.settings.coevolve.acceptance
     new_incumbent, decision = acceptance.decide(incumbent, proposal, rule)
+    pair_uses = dict(ev.composite_uses)
     if grew and (rule.growth_must_pay or decision.outcome is Outcome.REJECT):
         alone = _evaluate(ctx, trained.state, library, ctx.domain.val, cards)
         proposal = dataclasses.replace(proposal, planner_only_reward=alone.accuracy,
@@ -799,7 +787,7 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
             ev = alone
     outcome = decision.outcome
     state = {Outcome.ACCEPT: refactored.state, Outcome.ACCEPT_PLANNER: trained.state}.get(outcome)
-    return Verdict(outcome, decision, new_incumbent, ev, state, proposal.val_reward)
+    return Verdict(outcome, decision, new_incumbent, ev, state, proposal.val_reward, pair_uses)
 
 
 def mechanism(trained: GrpoRound, mined: Mined, verdict: Verdict) -> dict[str, Any]:
@@ -812,7 +800,7 @@ def mechanism(trained: GrpoRound, mined: Mined, verdict: Verdict) -> dict[str, A
         values = [d[key] for d in trained.diagnostics if key in d]
         return float(np.mean(values)) if values else None
     updates = [d["grpo/update_norm"] for d in trained.diagnostics if "grpo/update_norm" in d]
-    uses = verdict.evaluation.composite_uses
+    uses = verdict.pair_composite_uses  # the new composites are in the pair's prompts, not the planner alone's
     return {"uniform_group_share": mean("uniform_group_share"), "entropy": mean("grpo/entropy"),
             "update_norm": float(sum(updates)) if updates else None, "rods_draws_by_region": dict(trained.draws),
             "composites": {"proposed": len(mined.log.get("proposed", ())), "validated": len(mined.inserted),

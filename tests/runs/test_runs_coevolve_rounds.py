@@ -62,7 +62,8 @@ def _decide_with_scores(monkeypatch, scores, rule):
 
     def evaluate(ctx, state, snapshot, tasks, cards):
         evaluated.append((state, "new" if snapshot is new else "old"))
-        return SimpleNamespace(accuracy=scores[evaluated[-1]], used_tools=frozenset({"add"}))
+        uses = {"grow": 3} if snapshot is new else {}  # only the pair's prompts show the new composite
+        return SimpleNamespace(accuracy=scores[evaluated[-1]], used_tools=frozenset({"add"}), composite_uses=uses)
 
     monkeypatch.setattr(coevolve, "_evaluate", evaluate)
     monkeypatch.setattr(coevolve, "_cards", lambda *args: "candidate cards")
@@ -85,6 +86,11 @@ def test_growth_that_does_not_pay_keeps_the_grpo_planner_without_its_refresh(mon
     assert verdict.outcome is Outcome.ACCEPT_PLANNER and verdict.state == "grpo only"
     assert verdict.evaluation.accuracy == 0.52 and verdict.incumbent.library == frozenset({"add", "subtract"})
     assert verdict.pair_accuracy == 0.48  # what the refused growth scored, for the round record
+    # the new composite's calls are counted where it was in the prompts: the pair's rollouts
+    assert verdict.pair_composite_uses == {"grow": 3} and verdict.evaluation.composite_uses == {}
+    mined = coevolve.Mined(library=frozenset(), inserted=("grow",), log={"proposed": ["grow"]})
+    assert coevolve.mechanism(coevolve.GrpoRound("s", 1, (0.5,), ()), mined, verdict)["composites"] == {
+        "proposed": 1, "validated": 1, "accepted": 0, "called_on_validation": 3}
     # without the rule the pair is accepted and the planner alone is never evaluated
     verdict, evaluated = _decide_with_scores(monkeypatch, scores,
                                              AcceptanceConfig(tolerance=0.04, growth_must_pay=False))
