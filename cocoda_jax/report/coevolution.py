@@ -34,10 +34,10 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cocoda_jax import storage
 from cocoda_jax.report.rounds import Outcome, ReportError, read_rounds
 
 #: The outcomes whose planner is kept (the final state of a run is the last such round's).
@@ -167,8 +167,8 @@ def build_report(rounds: Sequence[Mapping[str, Any]], *, sft_accuracy: float | N
 
 def write_report(report: Mapping[str, Any], path: str | os.PathLike) -> pathlib.Path:
     """Writes ``report`` as JSON (sorted keys, indent 2, strict: no NaN) to ``path`` atomically
-    (a temporary file in the same folder, then ``os.replace``); parents are created."""
-    path = pathlib.Path(path)
+    (:func:`write_text_atomic`); parents are created."""
+    path = storage.path_of(path)
     try:
         text = json.dumps(report, sort_keys=True, indent=2, allow_nan=False) + "\n"
     except (TypeError, ValueError) as err:
@@ -179,21 +179,9 @@ def write_report(report: Mapping[str, Any], path: str | os.PathLike) -> pathlib.
 
 def write_text_atomic(path: str | os.PathLike, text: str, mode: int = 0o644) -> pathlib.Path:
     """Writes ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a
-    part: a temporary file in the same folder, flushed to disk, then ``os.replace``."""
-    path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes it owner-only
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    part: locally a temporary file in the same folder, flushed to disk, then ``os.replace``; in a
+    bucket one upload (:func:`cocoda_jax.storage.write_atomic`)."""
+    return storage.write_atomic(path, text, mode)
 
 
 # -- retrieval cost -----------------------------------------------------------------------------
@@ -251,9 +239,8 @@ def _no_data(ax, what: str) -> None:
 
 
 def _save(fig, path: pathlib.Path) -> pathlib.Path:
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    os.replace(tmp, path)
+    with storage.staged_file(path) as tmp:  # matplotlib writes local files
+        fig.savefig(tmp, format="png", dpi=100)
     return path
 
 
@@ -314,7 +301,7 @@ def plot_coevolution(rounds: Sequence[Mapping[str, Any]], outdir: str | os.PathL
     that order. ``None`` values are left out of a series; a series with no value shows a note.
     Raises :class:`ReportError` for malformed records."""
     checked = validate_rounds(rounds)
-    outdir = pathlib.Path(outdir)
+    outdir = storage.path_of(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     library, accuracy, calls, share, tokens = (outdir / n for n in PLOT_NAMES)
     return [
@@ -338,7 +325,9 @@ def draw_library(snapshot, path: str | os.PathLike, *, primitive_names: Iterable
     composites."""
     from cocoda_jax.library.draw import draw_dag, to_networkx
 
-    return draw_dag(to_networkx(snapshot), path, primitive_names=primitive_names)
+    with storage.staged_file(path) as local:  # matplotlib writes local files
+        draw_dag(to_networkx(snapshot), local, primitive_names=primitive_names)
+    return os.fspath(path)
 
 
 __all__ = [

@@ -63,6 +63,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cocoda_jax import storage
 from cocoda_jax.report.coevolution import write_text_atomic
 
 REPORT_HTML = "report.html"
@@ -987,7 +988,7 @@ details{margin:6px 0}summary{cursor:pointer;color:#3182bd}
 def render_html_report(workdir: str | os.PathLike) -> str:
     """The report page of ``workdir`` as text (see the module docstring); :func:`write_html_report`
     writes it."""
-    workdir = pathlib.Path(workdir)
+    workdir = storage.path_of(workdir)  # a local path or a bucket URL
     report = _load_report(workdir)
     notes: list[str] = []
     rounds = _dicts(report.get("per_round"))
@@ -1016,7 +1017,7 @@ def render_html_report(workdir: str | os.PathLike) -> str:
         ("rods", "RODS"), ("retrieval", "retrieval"), ("test", "test"), ("curves", "curves")))
     notes_html = ('<div class="notes"><b>Not shown</b><ul>' + "".join(f"<li>{_e(n)}</li>" for n in notes)
                   + "</ul></div>") if notes else ""
-    title = f"Co-evolution run report: {workdir.resolve().name}"
+    title = f"Co-evolution run report: {(workdir if storage.is_remote(workdir) else workdir.resolve()).name}"
     return ("<!DOCTYPE html>\n"
             f'<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -1029,7 +1030,7 @@ def write_html_report(workdir: str | os.PathLike) -> pathlib.Path:
     """Renders ``workdir/report.html`` from the run's files (atomically) and returns its path.
     Raises :class:`FileNotFoundError` without ``report.json`` and :class:`ValueError` if it is not
     a JSON object; missing optional files only leave a note on the page."""
-    workdir = pathlib.Path(workdir)
+    workdir = storage.path_of(workdir)
     text = render_html_report(workdir)
     return write_text_atomic(workdir / REPORT_HTML, text)
 

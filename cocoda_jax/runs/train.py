@@ -119,7 +119,7 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     require(config, "seed", "domain", "model", "mesh", "rollout", "reward", "sft", "grpo", "sandbox",
                    "checkpoint", "retrieval")
     settings = RunSettings.parse(config)  # the whole config parsed and checked once, before anything is built
-    workdir = rundir.local_workdir(workdir)
+    workdir = rundir.run_path(workdir)  # a local path or a bucket URL (docs/resume.md)
     workdir.mkdir(parents=True, exist_ok=True)
     builders.maybe_initialize_distributed(settings)
     t_start = time.perf_counter()

@@ -334,15 +334,19 @@ def test_the_multi_host_start_runs_once_per_process(monkeypatch):
     assert calls == []
 
 
-@pytest.mark.parametrize("url", ["gs://bucket/run", "s3://b/r", "file:///tmp/x"])
-def test_a_url_workdir_is_refused_before_anything_is_written(url, tmp_path, monkeypatch):
-    """``Path("gs://bucket/run")`` is the local directory ``gs:/bucket/run``: refused instead."""
+@pytest.mark.parametrize("url", ["file:///tmp/x", "ftp://host/run"])
+def test_a_workdir_url_epath_cannot_write_is_refused_before_anything_is_written(url, tmp_path, monkeypatch):
+    """A bucket URL is a work directory (test_runs_gcs.py); another scheme is refused, never turned
+    into a local directory such as ``file:/tmp/x``."""
     from cocoda_jax.runs import coevolve, train
     from tests.runs.conftest import tiny_config
 
     monkeypatch.chdir(tmp_path)
     for job in (coevolve.run, train.run):
-        with pytest.raises(ConfigError, match="is a URL"):
+        with pytest.raises(ConfigError, match="not reachable"):
             job(tiny_config(), url, progress=False)
     assert list(tmp_path.iterdir()) == []
-    assert rundir.local_workdir("runs/a:b") == Path("runs/a:b")  # a colon alone does not make a URL
+    assert rundir.run_path("runs/a:b") == Path("runs/a:b")  # a colon alone does not make a URL
+    assert str(rundir.run_path("gs://bucket/run")) == "gs://bucket/run"
+    with pytest.raises(ConfigError, match="is a URL"):  # the jobs that write local files only
+        rundir.local_workdir("gs://bucket/run")
