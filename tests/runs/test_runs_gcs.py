@@ -144,3 +144,21 @@ def test_the_job_in_a_bucket_stops_resumes_and_ends_as_the_local_run(gcs, tiny_r
 
     assert untimed(read_event_scalars(run / "tb")) == untimed(read_event_scalars(reference / "tb"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_train_job_in_a_bucket_stops_and_resumes(gcs, tmp_path, monkeypatch):
+    """launch/train.py's job in ``gs://bucket/train``: stopped after SFT step 2, resumed from the
+    bucket and stopped after SFT (step 4); every step logged once, the checkpoints in the bucket."""
+    from cocoda_jax import checkpoint, storage
+    from cocoda_jax.report import read_metrics
+    from cocoda_jax.runs import train
+    from tests.runs.conftest import tiny_config
+
+    monkeypatch.chdir(tmp_path)
+    workdir = f"{gcs}/train"
+    assert train.run(tiny_config(), workdir, progress=False, stop_after_step=2) == {"stopped_at_step": 2}
+    assert train.run(tiny_config(), workdir, progress=False, stop_after_step=4) == {"stopped_at_step": 4}
+    run = storage.path_of(workdir)
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "sft/loss" in r] == [1, 2, 3, 4]
+    assert checkpoint.latest_step(run / "checkpoints") == 4
+    assert list(tmp_path.iterdir()) == []
