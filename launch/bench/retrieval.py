@@ -214,18 +214,18 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     from cocoda_jax.execution import Sandbox
     from cocoda_jax.retrieval.usage import UsageIndex
     from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
-    from cocoda_jax.runs import common as C
+    from cocoda_jax.runs import domains, settings
 
     config = default.get_config()
     config.seed = config.domain.seed = seed
     config.domain.update(dict(name=domain, heldout=heldout, n_train=n_train, n_val=n_queries, n_test=n_queries,
                               grow_library_to=grow_library_to))
     with Sandbox(workers=2) as sandbox:
-        dom = C.build_domain(config, sandbox)
+        dom = domains.build_domain(config, sandbox)
         t0 = time.perf_counter()
         traces = [gold_trace(t) for t in dom.train[:int(config.sft.n_demos)]]
         warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds),
-                            config=C.section(config.coevolve, "abstractor", AbstractorConfig))
+                            config=settings.section(config.coevolve, "abstractor", AbstractorConfig))
         warm_s = time.perf_counter() - t0
     snap = warm.snapshot
     usage = UsageIndex.from_programs([(tr.task_id, tr.program()) for tr in warm.traces],
