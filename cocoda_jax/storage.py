@@ -27,7 +27,7 @@ import pathlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from etils import epath
@@ -129,8 +129,17 @@ def list_files(root: str | os.PathLike) -> dict[str, epath.Path]:
     return out
 
 
-def _download(src: epath.Path, dest: pathlib.Path) -> None:
-    for rel, path in list_files(src).items():
+def _download(src: epath.Path, dest: pathlib.Path, only: tuple[str, ...] | None = None) -> None:
+    """``src``'s files into ``dest``; ``only``: just these entries of ``src`` (files or folders)."""
+    roots = [src] if only is None else [src / name for name in only]
+    files = {}
+    for root in roots:
+        if only is not None and root.is_file():
+            files[root.name] = root
+        else:
+            prefix = "" if only is None else root.name + "/"
+            files.update({prefix + rel: path for rel, path in list_files(root).items()})
+    for rel, path in files.items():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
@@ -222,11 +231,14 @@ class Mirror:
     (metrics.jsonl, TensorBoard's event files, the log file). For a local ``dest`` it is ``dest``
     and :meth:`sync` does nothing. For a remote one it starts as a download of ``dest``'s files;
     :meth:`sync` uploads each file whose bytes changed since the last sync, one whole object each
-    (so a reader never sees part of an append), and :meth:`close` syncs and deletes the copy."""
+    (so a reader never sees part of an append), and :meth:`close` syncs and deletes the copy.
+    ``only``: the entries of ``dest`` (files or folders) the mirror holds; the rest of ``dest`` (a
+    run's checkpoints) is neither downloaded nor compared."""
 
-    def __init__(self, dest: str | os.PathLike):
+    def __init__(self, dest: str | os.PathLike, only: Sequence[str] | None = None):
         self.dest = path_of(dest)
         self.remote = is_remote(self.dest)
+        self.only = None if only is None else tuple(only)
         self._tmp: Any = None
         self._synced: dict[str, str] = {}
         if not self.remote:
@@ -235,12 +247,13 @@ class Mirror:
             return
         self._tmp = tempfile.TemporaryDirectory(prefix="cocoda-mirror-")
         self.local = pathlib.Path(self._tmp.name)
-        _download(self.dest, self.local)
+        _download(self.dest, self.local, self.only)
         self._synced = {rel: digest for rel, digest in self._digests().items()}
 
     def _digests(self) -> dict[str, str]:
-        return {p.relative_to(self.local).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(self.local.rglob("*")) if p.is_file()}
+        roots = [self.local] if self.only is None else [self.local / name for name in self.only]
+        files = [p for root in roots for p in ([root] if root.is_file() else sorted(root.rglob("*"))) if p.is_file()]
+        return {p.relative_to(self.local).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
     def sync(self) -> None:
         if not self.remote or self._tmp is None:

