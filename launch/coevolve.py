@@ -28,7 +28,7 @@ from ml_collections import config_flags
 
 from cocoda_jax.report import coevolution as REP
 from cocoda_jax.runs import coevolve
-from cocoda_jax.runs.rundir import local_workdir
+from cocoda_jax.runs.rundir import run_path
 from cocoda_jax.runs.settings import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 from cocoda_jax.runs.settings import RunSettings
@@ -70,7 +70,7 @@ def main(argv) -> None:
         raise app.UsageError("--dry_run_topology plans a dry run: give --dry_run too")
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required (unless --dry_run)")
-    workdir = local_workdir(_WORKDIR.value)
+    workdir = run_path(_WORKDIR.value)  # a local path or a bucket URL (docs/resume.md)
     route_logs(workdir)  # the console shows warnings; the full log is workdir/logs/run.log
     report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)
     if _BASELINE.value:

@@ -15,7 +15,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from cocoda_jax.runs import train
-from cocoda_jax.runs.rundir import local_workdir
+from cocoda_jax.runs.rundir import run_path
 from cocoda_jax.runs.settings import exit_on_config_error
 from cocoda_jax.runs.logs import route_logs
 
@@ -30,7 +30,7 @@ _ALLOW_CHANGE = flags.DEFINE_bool("allow_config_change", False,
 
 def main(argv) -> None:
     del argv
-    route_logs(local_workdir(_WORKDIR.value))  # the console shows warnings; the full log is workdir/logs/run.log
+    route_logs(run_path(_WORKDIR.value))  # the console shows warnings; the full log is workdir/logs/run.log
     summary = train.run(_CONFIG.value, _WORKDIR.value, progress=_PROGRESS.value,
                         allow_config_change=_ALLOW_CHANGE.value)
     print(json.dumps(summary, indent=2, sort_keys=True))
