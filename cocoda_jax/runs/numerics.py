@@ -178,7 +178,7 @@ def _versions() -> dict[str, str]:
 
 
 #: A report's keys that hold wall-clock times or the machine's description (not compared by a replay).
-TIMING_KEYS = ("wall_s", "wall_s_this_process", "test_eval_s", "stage_s", "host_malloc", "numerics",
+TIMING_KEYS = ("wall_s", "wall_s_this_process", "test_eval_s", "stage_s", "seconds", "host_malloc", "numerics",
                "rollout_tokens_per_s", "train_tokens_per_s")
 
 

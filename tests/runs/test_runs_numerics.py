@@ -59,9 +59,9 @@ def test_status_says_when_the_environment_lost_a_variable():
 
 
 def test_replay_differences_skip_times_and_name_the_path():
-    a = {"accuracy": {"final": 0.5, "per_round": [0.4, 0.5]}, "wall_s": 3.0,
+    a = {"accuracy": {"final": 0.5, "per_round": [0.4, 0.5]}, "wall_s": 3.0, "warm": {"seconds": 7.4},
          "per_round": [{"wall_s": 1.0, "stage_s": {"grpo": 2.0}, "val": 0.4}]}
-    b = {"accuracy": {"final": 0.5, "per_round": [0.4, 0.51]}, "wall_s": 9.0,
+    b = {"accuracy": {"final": 0.5, "per_round": [0.4, 0.51]}, "wall_s": 9.0, "warm": {"seconds": 5.4},
          "per_round": [{"wall_s": 7.0, "stage_s": {"grpo": 1.0}, "val": 0.4}]}
     assert N.replay_differences(a, a) == []
     assert N.replay_differences(a, b) == ["accuracy.per_round[1]: 0.5 != 0.51"]
