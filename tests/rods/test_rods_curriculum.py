@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from cocoda_jax import storage
 from cocoda_jax.data import synthetic_math as sm
 from cocoda_jax.rods import Curriculum, persistence
 from cocoda_jax.rods.config import RodsConfig
@@ -49,8 +50,7 @@ def play_epoch(cur):
 
 
 def tree(directory):
-    root = persistence.rods_dir(directory)
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {name: p.read_bytes() for name, p in storage.list_files(persistence.rods_dir(directory)).items()}
 
 
 @pytest.fixture(scope="module")
