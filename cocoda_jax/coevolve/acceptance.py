@@ -1,6 +1,6 @@
 """Conservative updates: whether a round's new (planner, library) pair replaces the incumbent.
 
-The paper claims monotone co-evolution under conservative updates (docs/papers.md §A.5); this is the
+The paper claims monotone co-evolution under conservative updates (the CoCoDA paper, §A.5 of the paper digest); this is the
 rule that makes it hold by construction, as a pure function of recorded numbers:
 
 * a proposal is measured against a *reference*: the best validation reward accepted so far

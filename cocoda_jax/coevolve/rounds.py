@@ -1,6 +1,6 @@
 """One abstraction round (mine, validate, insert, refactor) and stage 1: the warm library.
 
-Stage 1 of the released algorithm (docs/papers.md §A.4) distils the teacher's successful trajectories
+Stage 1 of the released algorithm (the CoCoDA paper, §A.4 of the paper digest) distils the teacher's successful trajectories
 into composites before any training. With gold demonstrations as the teacher's trajectories that
 needs no model: rounds of :func:`abstraction_round` over the refactored programs, each round mining
 the programs the previous one rewrote, so later composites call earlier ones and depth grows. A

@@ -8,7 +8,7 @@ Quick tour::
     snap.depth("add"), snap.flat("add"), snap.phi("add"), snap.children("add")
     text = snap.to_json(); LibrarySnapshot.from_json(text) == snap
 
-Edges, depth, flat size and Phi follow docs/papers.md §A.2; the rules INSERTTOOL enforces and the
+Edges, depth, flat size and Phi follow the CoCoDA paper, §A.2 of the paper digest; the rules INSERTTOOL enforces and the
 decisions behind them are in :mod:`cocoda_jax.library.snapshot`.
 """
 

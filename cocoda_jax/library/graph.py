@@ -1,6 +1,6 @@
 """Pure graph definitions over a children map ``name -> ordered calls (with multiplicity)``.
 
-These are the definitions of docs/papers.md §A.2, written plainly and recursively. The snapshot stores
+These are the definitions of the CoCoDA paper, §A.2 of the paper digest, written plainly and recursively. The snapshot stores
 depth and flat size per node at insert time instead (a node's children are already present and
 immutable, so one step of the recursion suffices); these functions are the from-scratch reference
 that loading and the tests compare against.

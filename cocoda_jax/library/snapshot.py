@@ -6,7 +6,7 @@ insert raises, so the caller still holds the unchanged snapshot). All per-node s
 ``pyrsistent`` maps, so a new snapshot shares almost all of its structure with its parent and one
 snapshot per co-evolution round costs O(log n) per change, not a copy of the library.
 
-Decisions (docs/papers.md §A.2/§A.4):
+Decisions (the CoCoDA paper, §A.2/§A.4 of the paper digest):
 
 * Edges come from the code (:mod:`~cocoda_jax.library.analysis`): the free, non-builtin names a tool
   calls, in execution order, with multiplicity counted per call site. A *composite* is a tool that

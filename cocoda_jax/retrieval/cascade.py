@@ -1,4 +1,4 @@
-"""The typed DAG retrieval cascade (docs/papers.md §A.3) as pure functions over a LibrarySnapshot.
+"""The typed DAG retrieval cascade (the CoCoDA paper, §A.3 of the paper digest) as pure functions over a LibrarySnapshot.
 
     index = RetrievalIndex.build(snapshot)                       # derived, rebuildable, cached
     out = retrieve(index, subgoal, CascadeConfig(k=8))           # or retrieve_query(index, text, "float")

@@ -62,7 +62,7 @@ class UnknownVariantError(CocodaError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class GRPOConfig:
-    """The GRPO hyper-parameters (docs/papers.md §A.6 defaults). Validates itself on construction.
+    """The GRPO hyper-parameters (the CoCoDA paper's defaults, §A.6 of the paper digest). Validates itself on construction.
 
     ``epsilon_high``: the upper clip (``None``: symmetric, ``epsilon``); DAPO's clip-higher uses a
     larger one. ``normalize_std``: divide group-centred rewards by the group's std (``False`` is

@@ -1,6 +1,6 @@
 """The planner's candidate set ``C_q(L)``: which tool cards a question's prompt shows.
 
-docs/papers.md A.1: the planner samples ``tau ~ pi(. | q, C_q(L))``. :func:`candidate_tools` is that set
+The CoCoDA paper (§A.1 of the paper digest): the planner samples ``tau ~ pi(. | q, C_q(L))``. :func:`candidate_tools` is that set
 as a pure function of (task, snapshot, :class:`RetrievalConfig`, usage evidence), and SFT
 demonstrations, GRPO rollouts and evaluation all render their prompt through one
 :class:`PromptCards` built from those, so the same task gets the same prompt in all three.

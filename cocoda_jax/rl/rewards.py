@@ -1,6 +1,6 @@
 """Rewards of a finished rollout: pure functions, registered by name, apart from the loop.
 
-The paper's DAG-induced reward (docs/papers.md §A.4)::
+The paper's DAG-induced reward (the CoCoDA paper, §A.4 of the paper digest)::
 
     R(tau) = R_res(tau) + lambda * sum_i Phi(t_i)
 

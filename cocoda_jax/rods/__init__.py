@@ -1,4 +1,4 @@
-"""RODS: reward-driven online task synthesis (docs/papers.md Part B) — tracker, variants, replay pool.
+"""RODS: reward-driven online task synthesis (the RODS paper, Part B of the paper digest) — tracker, variants, replay pool.
 
 Pure functions and frozen values throughout; :mod:`.simulate` drives them with a simulated policy
 until the GRPO learner loop is wired in.

@@ -1,4 +1,4 @@
-"""Every RODS threshold in one frozen, self-validating config (docs/papers.md Part B.2 for the defaults)."""
+"""Every RODS threshold in one frozen, self-validating config (the defaults: the RODS paper, Part B.2 of the paper digest)."""
 
 from __future__ import annotations
 
