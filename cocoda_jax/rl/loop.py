@@ -231,8 +231,9 @@ class Iteration:
 def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any,
                    sandbox: Any, *, group_size: int, rc: RolloutConfig, cards: T.CardSource, key: jax.Array,
                    reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
-                   mask_uniform_groups: bool = True, ppo_epochs: int = 1, share_prefix: bool = True
-                   ) -> tuple[TrainState, dict[str, float], Iteration]:
+                   mask_uniform_groups: bool = True, ppo_epochs: int = 1, share_prefix: bool = True,
+                   refill: Callable[[int], Sequence[Any]] | None = None, min_informative_groups: int = 0,
+                   max_refills: int = 0) -> tuple[TrainState, dict[str, float], Iteration]:
     """Samples ``group_size`` rollouts per task with the current planner, scores them with the
     configured reward, and takes one GRPO step on the sampled tokens.
 
@@ -248,27 +249,56 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     policy's, so from the second epoch on the ratio moves away from 1 and the clip bounds the step.
     The metrics are the last epoch's. ``share_prefix``: each group's prompt is run once in the step
     and the reference forward, not once per rollout (:func:`shared_group_prefix`; the same loss).
+
+    Dynamic sampling (DAPO's, with the task source's own draws): while fewer than
+    ``min_informative_groups`` groups have a non-zero advantage, up to ``max_refills`` more draws
+    ``refill(k)`` (k = 1, 2, ...) are sampled with ``fold_in(key, k)``; the step then trains on at most
+    ``len(tasks)`` informative groups, the first ones. Why: Adam takes a step of about the learning
+    rate per parameter whatever the number of rows that carry the gradient, so a step made of a few
+    informative groups is a full-size step in a noisy direction (measured: GRPO steps on draws of
+    mostly all-fail groups took the dev accuracy from 0.58 to 0.23 in 25 iterations). Every sampled
+    group is returned (the curriculum observes them all).
     """
     if ppo_epochs < 1:
         raise ValueError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
     grpo_cfg = learner.config.grpo
     if grpo_cfg.beta > 0 and ref_params is None:
         raise ValueError("beta > 0 needs the reference params (ref_params)")
-    expanded = [t for t in tasks for _ in range(group_size)]
+    model = learner.model(state)
+
+    def play(batch_tasks: Sequence[Any], k: int) -> tuple[list[T.Trajectory], list[TokenRecord]]:
+        return sample_rollouts(model, tokenizer, [t for t in batch_tasks for _ in range(group_size)], snapshot,
+                               sandbox, sampling=rc.sampling(), key=key if k == 0 else jax.random.fold_in(key, k),
+                               max_steps=rc.max_steps, max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s,
+                               scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
+
+    def score(trajs: Sequence[T.Trajectory]) -> tuple[list[R.RewardBreakdown], np.ndarray, np.ndarray]:
+        breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
+        totals = np.asarray([b.total for b in breakdowns], np.float32)
+        credit = np.asarray([b.credit for b in breakdowns], np.float32)
+        return breakdowns, totals, np.asarray(G.compute_advantages(totals, group_size, grpo_cfg, credit=credit))
+
     t0 = time.perf_counter()
-    trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
-                                     sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
-                                     cards=cards, timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers,
-                                     host_shards=rc.host_shards)
+    trajs, records = play(tasks, 0)
+    breakdowns, totals, advantages = score(trajs)
+    refills = 0
+    while (refill is not None and refills < max_refills
+           and int((~uniform_groups(advantages, totals, group_size, grpo_cfg)).sum()) < min_informative_groups):
+        refills += 1
+        more = list(refill(refills))
+        if not more:
+            break
+        more_trajs, more_records = play(more, refills)
+        trajs, records = list(trajs) + list(more_trajs), list(records) + list(more_records)
+        breakdowns, totals, advantages = score(trajs)  # per group: the earlier groups' values are unchanged
     rollout_s = time.perf_counter() - t0
-    breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
-    totals = np.asarray([b.total for b in breakdowns], np.float32)
-    credit = np.asarray([b.credit for b in breakdowns], np.float32)
-    advantages = np.asarray(G.compute_advantages(totals, group_size, grpo_cfg, credit=credit))
     length = bucket_length(max(len(r) for r in records), rc.length_multiple, rc.max_len)
     batch = grpo_batch(records, advantages, length, tokenizer.pad_id)
-    uniform = np.repeat(uniform_groups(advantages, totals, group_size, grpo_cfg), group_size)
+    uniform_group = uniform_groups(advantages, totals, group_size, grpo_cfg)
+    uniform = np.repeat(uniform_group, group_size)
     if mask_uniform_groups:
+        # at most len(tasks) informative groups train (the first ones): the step keeps its planned size
+        uniform = uniform | (np.repeat(np.cumsum(~uniform_group) > len(tasks), group_size))
         batch["loss_mask"][uniform] = 0.0
         if drops_masked_rows_exactly(grpo_cfg):
             # rows in quarters of the batch (whole groups, whole micro-batches, whole shards of the mesh's
@@ -298,7 +328,8 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     sampled = int(sum(sum(r.loss_mask) for r in records))
     metrics = {**R.rollout_metrics(breakdowns), **{f"grpo/{k}": v for k, v in step_metrics.items()},
                "accuracy": float(np.mean([t.correct for t in trajs])),
-               "uniform_group_share": float(uniform.mean()), "train_rows": float(batch["tokens"].shape[0]),
+               "uniform_group_share": float(uniform_group.mean()), "refills": float(refills),
+               "informative_groups": float((~uniform_group).sum()), "train_rows": float(batch["tokens"].shape[0]),
                "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
                "train_tokens_per_s": train_tokens / max(update_s, 1e-9),
                "shared_prefix_len": float(batch["prefix"].shape[1]) if "prefix" in batch else 0.0,

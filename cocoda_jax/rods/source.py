@@ -24,6 +24,8 @@ from cocoda_jax.rods.curriculum import Curriculum
 
 #: Keeps the static draw's stream apart from the other users of the run's seed.
 STATIC_STREAM = 11
+#: The static draw's refills (attempt k: stream REFILL_STREAM + k).
+REFILL_STREAM = 1_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +48,23 @@ class TaskSource:
             selection=selection)
         return cls(seeds, curriculum, run_seed, tasks_per_iteration)
 
-    def sample(self, iteration: int) -> tuple[list[Any], dict[str, int]]:
+    def sample(self, iteration: int, attempt: int = 0) -> tuple[list[Any], dict[str, int]]:
         """GRPO iteration ``iteration``'s tasks and how many came from each curriculum region at
-        draw time (``static`` without a curriculum)."""
+        draw time (``static`` without a curriculum); ``attempt`` > 0: another draw of the same
+        iteration (dynamic sampling's refills), a pure function of ``(run seed, iteration, attempt)``."""
         n = self.tasks_per_iteration
         if self.curriculum is None:
-            return sample_tasks(self.seeds, n, self.run_seed, iteration, stream=STATIC_STREAM), {"static": n}
-        tasks = list(self.curriculum.sample(n, seed=self.run_seed * 100_003 + iteration))
+            stream = STATIC_STREAM if attempt == 0 else REFILL_STREAM + attempt
+            return sample_tasks(self.seeds, n, self.run_seed, iteration, stream=stream), {"static": n}
+        tasks = list(self.curriculum.sample(n, seed=self.run_seed * 100_003 + iteration + attempt * 1_000_003))
+        return tasks, self.regions_count(tasks)
+
+    def regions_count(self, tasks: Sequence[Any]) -> dict[str, int]:
+        """How many of ``tasks`` lie in each curriculum region now (``static`` without a curriculum)."""
+        if self.curriculum is None:
+            return {"static": len(tasks)} if tasks else {}
         regions = self.curriculum.regions_of([str(t.id) for t in tasks])
-        return tasks, dict(collections.Counter(regions[str(t.id)] for t in tasks))
+        return dict(collections.Counter(regions[str(t.id)] for t in tasks))
 
     def observe(self, group_rewards: Mapping[str, Sequence[float]]) -> None:
         """The tracked rewards of an iteration's groups, by task id (nothing for a static draw)."""
@@ -73,4 +83,4 @@ class TaskSource:
             self.curriculum.close()
 
 
-__all__ = ["STATIC_STREAM", "TaskSource"]
+__all__ = ["REFILL_STREAM", "STATIC_STREAM", "TaskSource"]

@@ -649,16 +649,24 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
     accuracies, diagnostics, draws = [], [], {}
     for k in (range(per_round) if iterations is None else iterations):
         it = (r - 1) * per_round + k
-        drawn, regions = tasks.sample(it)
-        for t in drawn:
-            ctx.tasks_by_id.setdefault(str(t.id), t)
-        for region, n in regions.items():
-            draws[region] = draws.get(region, 0) + n
+        seen: set[str] = set()
+
+        def draw(attempt: int, it: int = it) -> list[Any]:  # the iteration's draw, or a refill's new tasks
+            batch, regions = tasks.sample(it, attempt)
+            batch = [t for t in batch if str(t.id) not in seen]
+            for t in batch:
+                seen.add(str(t.id))
+                ctx.tasks_by_id.setdefault(str(t.id), t)
+            for region, n in (regions if attempt == 0 else tasks.regions_count(batch)).items():
+                draws[region] = draws.get(region, 0) + n
+            return batch
+
         state, metrics, iteration = loop.grpo_iteration(
-            ctx.grpo_learner, state, ctx.tokenizer, drawn, library, ctx.sandbox,
+            ctx.grpo_learner, state, ctx.tokenizer, draw(0), library, ctx.sandbox,
             group_size=g.group_size, rc=ctx.settings.rollout, cards=cards,
             key=loop.iteration_key(ctx.seed, it), reward_config=ctx.settings.reward, ref_params=ref,
-            mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs)
+            mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs, refill=draw,
+            min_informative_groups=g.min_informative_groups, max_refills=g.max_refills)
         step += 1
         writer.write(step, {**metrics, "round": r})
         failpoints.hit("grpo/iteration")
@@ -701,9 +709,9 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
                          demo_programs: ProgramPairs, mined: Mined, trained: GrpoRound) -> Refactored:
     """The stored demonstrations, joined by the round's own successes on tasks that had none
     (``coevolve.keep_successes``: an answer-only task the planner solved is demonstrated from now on,
-    as in expert iteration) and refactored with the inserted composites; then a short SFT refresh on
-    the new ones and a sample of the rest (up to ``coevolve.refresh_demos``) over the candidate
-    library. Nothing happens when nothing was inserted and nothing new was solved."""
+    as in expert iteration) and refactored with the inserted composites; then a short SFT refresh over
+    the candidate library on up to ``coevolve.refresh_demos`` of them (:func:`refresh_selection`).
+    Nothing happens when nothing was inserted and nothing new was solved."""
     co = ctx.settings.coevolve
     stored = tuple(tuple(p) for p in demo_programs)
     new = _new_demonstrations(stored, trained.successes) if co.keep_successes else ()
@@ -720,11 +728,8 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
     if refresh <= 0:
         return refactored
     rng = np.random.default_rng([ctx.seed, 13, r])
-    fresh = {task for task, _ in new}
-    first = [i for i, (task, _) in enumerate(programs) if task in fresh][:co.refresh_demos]
-    rest = [i for i in range(len(programs)) if programs[i][0] not in fresh]
-    n = min(len(rest), co.refresh_demos - len(first))
-    chosen = first + [rest[i] for i in rng.choice(len(rest), n, replace=False)]
+    chosen = refresh_selection(programs, {task for task, _ in new}, [c.name for c in mined.accepted],
+                               co.refresh_demos, rng)
     demos = _sft_demos(ctx, [programs[i] for i in sorted(chosen)], mined.library, usage_programs=programs)
     if not demos:
         return refactored
@@ -734,6 +739,23 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
                                on_step=lambda *_: failpoints.hit("refresh/step"))
     return dataclasses.replace(refactored, state=ctx.grpo_learner.state_from_params(sft_state.params),
                                step=trained.step + refresh)
+
+
+def refresh_selection(programs: Sequence[tuple[str, str]], fresh: set[str], inserted: Sequence[str], budget: int,
+                      rng: np.random.Generator) -> list[int]:
+    """Which demonstrations (indices into ``programs``) a round's refresh trains on, at most ``budget``:
+    those that teach something new (a task in ``fresh``, newly solved; a program calling an ``inserted``
+    composite), at most half the budget while others remain, and a uniform sample of the rest. A
+    uniform sample of ~1,500 holds few calls of a new composite; a refresh of nothing else teaches the
+    planner to call it everywhere (measured: the pair's validation fell from 0.56 to 0.18)."""
+    calls = tuple(f"{name}(" for name in inserted)
+    teaches = [task in fresh or any(c in program for c in calls) for task, program in programs]
+    new_ones = [i for i, t in enumerate(teaches) if t]
+    rest = [i for i, t in enumerate(teaches) if not t]
+    room = budget - min(len(rest), budget // 2)
+    first = [new_ones[i] for i in rng.choice(len(new_ones), min(room, len(new_ones)), replace=False)]
+    others = [rest[i] for i in rng.choice(len(rest), min(len(rest), budget - len(first)), replace=False)]
+    return sorted(first + others)
 
 
 def _new_demonstrations(stored: ProgramPairs, successes: Sequence[trajectory.Trajectory]) -> ProgramPairs:
@@ -922,4 +944,4 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     return report
 
 
-__all__ = ["rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]
+__all__ = ["refresh_selection", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]

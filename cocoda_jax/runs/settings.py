@@ -310,9 +310,15 @@ class GrpoSettings(_Section):
     # "cosine" decay to a tenth at the last step (iterations x ppo_epochs)
     schedule: str = "constant"
     warmup_steps: int = 0
+    # dynamic sampling: while fewer than min_informative_groups of an iteration's groups carry signal
+    # (a non-zero advantage), up to max_refills more draws from the task source (0: off)
+    min_informative_groups: int = 0
+    max_refills: int = 0
 
     def __post_init__(self) -> None:
         self._int("iterations", 0)
+        self._int("min_informative_groups", 0)
+        self._int("max_refills", 0)
         self._str("schedule", choices=("constant", "cosine"))
         self._int("warmup_steps", 0)
         self._int("iterations_per_round", 1)

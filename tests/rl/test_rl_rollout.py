@@ -323,3 +323,35 @@ def test_select_rows_refuses_a_bad_selection(setup):
             sampler.select_rows(out.state, bad)
     picked = sampler.select_rows(out.state, [1])
     assert picked.history == (out.state.history[1],) and picked.pos.shape == (1,)
+
+
+def test_grpo_iteration_refills_while_too_few_groups_carry_signal(setup, math_library, sandbox):
+    """Dynamic sampling: the untrained planner's groups all score alike (no signal), so the iteration
+    asks for refills ``1, 2`` (never more than ``max_refills``), samples them with their own keys and
+    returns every sampled group; with ``min_informative_groups=0`` it never asks and samples what it
+    did without a refill function."""
+    from cocoda_jax.rl import grpo as G
+
+    tasks, tok, model = setup
+    learner = Learner(model, LearnerConfig(grpo=G.GRPOConfig(beta=0.0)))
+    rc = L.RolloutConfig(max_steps=2, max_len=256, max_new_tokens=8)
+    cards = all_cards(math_library, "bare")
+    asked = []
+
+    def refill(k):
+        asked.append(k)
+        return tasks[2 * k:2 * k + 2]
+
+    def run(**kw):
+        return L.grpo_iteration(learner, learner.init_state(), tok, tasks[:2], math_library, sandbox, group_size=2,
+                                rc=rc, cards=cards, key=jax.random.key(3), **kw)
+
+    _, metrics, it = run(refill=refill, min_informative_groups=1, max_refills=2)
+    assert asked == [1, 2] and metrics["refills"] == 2 and metrics["informative_groups"] == 0
+    assert [t.task_id for t in it.trajectories] == [str(t.id) for t in tasks[:6] for _ in range(2)]
+    assert metrics["uniform_group_share"] == 1.0
+    asked.clear()
+    _, plain, it0 = run(refill=refill, min_informative_groups=0, max_refills=2)
+    _, _, it1 = run()
+    assert asked == [] and plain["refills"] == 0
+    assert [t.program for t in it0.trajectories] == [t.program for t in it1.trajectories]

@@ -1,0 +1,35 @@
+"""The refresh's choice of demonstrations: what teaches something new comes first, never more than
+half the budget while other demonstrations remain, and the choice is a function of the generator."""
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from cocoda_jax.runs.coevolve import refresh_selection
+
+
+def _programs(n_plain, n_calls, n_fresh):
+    plain = [(f"p{i}", "x0 = add(n0, n1)\nanswer = x0") for i in range(n_plain)]
+    calls = [(f"c{i}", "x0 = add_divide(n0, n1, n2)\nanswer = x0") for i in range(n_calls)]
+    fresh = [(f"f{i}", "x0 = subtract(n0, n1)\nanswer = x0") for i in range(n_fresh)]
+    return plain + calls + fresh, {t for t, _ in fresh}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 40), st.integers(0, 10), st.integers(0, 32), st.integers(0, 2**31))
+def test_new_demonstrations_first_at_most_half(n_plain, n_calls, n_fresh, budget, seed):
+    programs, fresh = _programs(n_plain, n_calls, n_fresh)
+    chosen = refresh_selection(programs, fresh, ["add_divide"], budget, np.random.default_rng(seed))
+    assert chosen == sorted(set(chosen)) and all(0 <= i < len(programs) for i in chosen)
+    assert len(chosen) == min(budget, len(programs))
+    new = [i for i in chosen if programs[i][0][0] in "cf"]
+    plain = len(chosen) - len(new)
+    # the new ones fill what the plain ones leave, and take at least half the budget when there are enough
+    assert len(new) == min(n_calls + n_fresh, budget - min(n_plain, budget // 2))
+    assert plain == min(n_plain, budget - len(new))
+    assert chosen == refresh_selection(programs, fresh, ["add_divide"], budget, np.random.default_rng(seed))
+
+
+def test_a_name_that_only_prefixes_a_call_does_not_count():
+    programs = [("a", "x0 = add_divide_more(n0)\nanswer = x0"), ("b", "x0 = add_divide(n0, n1, n2)\nanswer = x0")]
+    # "b" alone teaches; with "a" counted as well, some of these seeds would pick "a"
+    assert all(refresh_selection(programs, set(), ["add_divide"], 1, np.random.default_rng(s)) == [1] for s in range(10))
