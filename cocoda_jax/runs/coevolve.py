@@ -63,7 +63,7 @@ from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.source import TaskSource
 from cocoda_jax.rods.tracker import tracking_reward
-from cocoda_jax.runs import builders, domains, host_memory, hosts, rundir, stage0
+from cocoda_jax.runs import builders, domains, host_memory, hosts, numerics, rundir, stage0
 from cocoda_jax.runs.settings import require
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import IncumbentRecord, RunProgress
@@ -925,6 +925,7 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
              "decisions": list(run_progress.decisions), "warm": run_progress.warm,
              "wall_s_this_process": time.perf_counter() - t_process, "test_eval_s": test_eval_s,
              "host_malloc": host_memory.status(),  # what the wall times ran under (docs/configs.md)
+             "numerics": numerics.status(),  # what the floats ran under (docs/scale.md, replay)
              "retrieval": builders.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
              "test_outcomes": test.outcomes(),
              "test_per_category": domains.per_category(ctx.domain, ctx.domain.test, test),

@@ -177,6 +177,17 @@ def _versions() -> dict[str, str]:
     return out
 
 
+#: What decides a run's floats, of :func:`status`: a resume under other values would not continue the run's numbers.
+RUN_KEYS = ("setting", "jax", "jaxlib", "numpy")
+
+
+def resume_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """Where this process's numerics (:func:`status`) differ from those a run was started under, as
+    ``key: saved -> now`` lines (empty: a resume continues the same float path)."""
+    return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}" for k in RUN_KEYS
+            if saved.get(k) != now.get(k)]
+
+
 #: A report's keys that hold wall-clock times or the machine's description (not compared by a replay).
 TIMING_KEYS = ("wall_s", "wall_s_this_process", "test_eval_s", "stage_s", "seconds", "host_malloc", "numerics",
                "rollout_tokens_per_s", "train_tokens_per_s")

@@ -27,7 +27,7 @@ from cocoda_jax import checkpoint as ckpt
 from cocoda_jax import storage
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.rl.learner import Learner, TrainState
-from cocoda_jax.runs import hosts
+from cocoda_jax.runs import hosts, numerics
 from cocoda_jax.runs.settings import default_config
 
 
@@ -90,6 +90,8 @@ def config_diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
 
 
 RUN_CONFIG = "config.json"
+#: The numerics the run started under (:func:`cocoda_jax.runs.numerics.status`), checked on resume.
+RUN_NUMERICS = "numerics.json"
 #: Sections that say how this process joins the run, not what the run is: each process of a
 #: multi-host run has its own ``distributed.process_id``, and a restart may get another coordinator.
 NOT_RUN_IDENTITY = ("distributed",)
@@ -148,7 +150,8 @@ def claim_workdir(workdir: epath.Path, config: Any, latest: ckpt.Restored | None
     A work directory belongs to one run: the config is compared with the one the run was saved
     with (the newest checkpoint's, else ``config.json``, which a run writes before anything else),
     and a difference is a ConfigError naming every changed key, unless ``allow_change`` (then this
-    config claims the directory). The :data:`NOT_RUN_IDENTITY` sections are not compared (each process
+    config claims the directory). So are the numerics it started under (:data:`RUN_NUMERICS`: the
+    portable setting and the jax/jaxlib/numpy versions). The :data:`NOT_RUN_IDENTITY` sections are not compared (each process
     of a multi-host run has its own ``process_id``). Returns the checkpoint's step when resuming; ``-1`` when the same
     run died before its first checkpoint (its partial logs are dropped, it starts over); ``None``
     for a fresh directory."""
@@ -162,8 +165,17 @@ def claim_workdir(workdir: epath.Path, config: Any, latest: ckpt.Restored | None
             raise ConfigError(f"{workdir} holds a run with another config; resuming it with this one would mix "
                               "two runs. Changed: " + "; ".join(changed) + ". Use a fresh --workdir, or pass "
                               "--allow_config_change to resume anyway")
+    numerics_path = storage.path_of(workdir) / RUN_NUMERICS
+    now = numerics.status()
+    if saved is not None and not allow_change and numerics_path.exists():
+        changed = numerics.resume_differences(json.loads(numerics_path.read_text()), now)
+        if changed:
+            raise ConfigError(f"{workdir} holds a run started under other numerics; resuming it here would not "
+                              "continue its float path (docs/scale.md, replay). Changed: " + "; ".join(changed)
+                              + ". Run under the same setting and versions, or pass --allow_config_change")
     if (not claimed or allow_change) and hosts.is_primary():
         storage.write_atomic(path, json.dumps(current, sort_keys=True, indent=2) + "\n")
+        storage.write_atomic(numerics_path, json.dumps(now, sort_keys=True, indent=2) + "\n")
     if latest is not None:
         return latest.step
     return -1 if claimed else None

@@ -31,7 +31,7 @@ from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards
 from cocoda_jax.rl.rewards import RewardConfig
 from cocoda_jax.rl.rollout import Tokenizer
-from cocoda_jax.runs import builders, domains, host_memory, hosts, rundir, stage0
+from cocoda_jax.runs import builders, domains, host_memory, hosts, numerics, rundir, stage0
 from cocoda_jax.runs.settings import require
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import Phase, TrainProgress, ValidationPoint
@@ -260,6 +260,7 @@ def _finish(job: _Job, writer: MetricsWriter, position: _Position, t_start: floa
         "test_outcomes": final.outcomes(),
         "wall_s_this_process": time.perf_counter() - t_start,
         "host_malloc": host_memory.status(),  # what the wall time ran under (docs/configs.md)
+        "numerics": numerics.status(),  # what the floats ran under (docs/scale.md, replay)
     }
     if hosts.is_primary():
         (job.workdir / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -75,6 +75,7 @@ def test_round_records_say_where_the_time_went(full):
         assert sum(rec["stage_s"].values()) <= rec["wall_s"] + 1e-6
     assert 0.0 < report["test_eval_s"] <= report["wall_s_this_process"]
     assert report["host_malloc"].startswith(("system: ", "GLIBC_TUNABLES="))  # what the times ran under
+    assert {"setting", "jax", "jaxlib", "numpy"} <= set(report["numerics"])  # what the floats ran under
 
 
 def test_round_records_say_what_the_learning_did(full):

@@ -69,3 +69,37 @@ def test_a_run_that_died_before_its_first_checkpoint_keeps_its_claim(tmp_path):
 def test_the_launchers_require_a_workdir(launcher):
     out = subprocess.run([sys.executable, "-m", launcher], capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "--workdir" in out.stderr
+
+
+def test_a_resume_under_other_numerics_is_refused_unless_allowed(tmp_path, monkeypatch):
+    """The directory records the numerics its run started under; a process with the portable setting
+    switched the other way (here: set, not applied) may not resume it, unless allowed; a directory
+    from before the record is resumed without the check."""
+    import json
+
+    from cocoda_jax.runs import numerics
+
+    config = tiny_config()
+    monkeypatch.delenv(numerics.ENV, raising=False)
+    assert rundir.claim_workdir(tmp_path, config, None) is None
+    saved = json.loads((tmp_path / rundir.RUN_NUMERICS).read_text())
+    assert saved == numerics.status() and saved["portable"] is False
+    assert rundir.claim_workdir(tmp_path, config, None) == -1  # the same numerics: the same run
+    monkeypatch.setenv(numerics.ENV, "1")
+    with pytest.raises(ConfigError, match="other numerics.*setting"):
+        rundir.claim_workdir(tmp_path, config, None)
+    assert json.loads((tmp_path / rundir.RUN_NUMERICS).read_text()) == saved  # nothing overwritten
+    assert rundir.claim_workdir(tmp_path, config, None, allow_change=True) == -1
+    assert json.loads((tmp_path / rundir.RUN_NUMERICS).read_text())["setting"].startswith(numerics.ENV)
+    (tmp_path / rundir.RUN_NUMERICS).unlink()
+    monkeypatch.delenv(numerics.ENV)
+    assert rundir.claim_workdir(tmp_path, config, None) == -1
+
+
+def test_numerics_resume_differences_name_each_key():
+    from cocoda_jax.runs import numerics
+
+    now = {"setting": "off", "jax": "0.8.0", "jaxlib": "0.8.0", "numpy": "2.4.0", "python": "3.11.2"}
+    assert numerics.resume_differences(now, dict(now, python="3.11.9")) == []
+    assert numerics.resume_differences(now, dict(now, jaxlib="0.8.1", setting="COCODA_PORTABLE_NUMERICS=2")) == [
+        "setting: 'off' -> 'COCODA_PORTABLE_NUMERICS=2'", "jaxlib: '0.8.0' -> '0.8.1'"]
