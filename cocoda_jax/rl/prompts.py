@@ -22,11 +22,11 @@ episode), ``search`` (no cards in the prompt: the planner gets cards only throug
 insert a search before the first call of each tool the context has not shown yet
 (:meth:`PromptCards.demonstration`).
 
-Why one question-level retrieval and not a ``search`` action: measured on the default domain's
-validation questions, this set holds every tool of the (refactored) gold program for 99% of tasks at
-k = 8, with 30 to 1,616 tools in the library (README, "Retrieval in the loop"), so the planner does not
-need to ask; a search step would spend one of the episode's eight turns and ask a tiny planner to
-write typed queries it has never seen written.
+Why the question-level set is the default: measured on the default domain's validation questions,
+it holds every tool of the (refactored) gold program for 99% of tasks at k = 8, with 30 to 1,616
+tools in the library (README, "Retrieval in the loop"), so the planner rarely needs to ask; the
+search settings exist for what it cannot do, use the types of the step about to be written (and for
+BFCL, whose user turns need other functions).
 """
 
 from __future__ import annotations
