@@ -215,3 +215,26 @@ def test_the_default_demonstrations_and_prompts_are_unchanged(math_library, sand
     played = _played(math_library, sandbox, default, TASKS[0], ['search("add")', *TASKS[0].program.splitlines()],
                      max_steps=8)
     assert played.steps[0].kind == "malformed" and played.searches == 0
+
+
+def test_the_report_counts_the_searches_tokens(math_library, sandbox):
+    from cocoda_jax.runs.builders import retrieval_summary
+    cards = _cards(math_library)
+    task = TASKS[0]
+    program = task.program.strip().splitlines()
+    asked = _played(math_library, sandbox, cards, task, ['search("add")', 'search("(float) -> float", "x")', *program])
+    plain = _played(math_library, sandbox, cards, TASKS[1], TASKS[1].program.strip().splitlines())
+    encode = lambda s: list(s.encode("utf-8"))  # noqa: E731
+
+    class Tok:
+        pass
+    tok = Tok()
+    tok.encode = encode
+    rc = L.RolloutConfig()
+    out = retrieval_summary(cards, [task, TASKS[1]], L.summarize([asked, plain], math_library), tok, rc)
+    want = sum(len(s.text) + 1 + len(s.observation) + 1 for s in asked.steps[:2])
+    assert out["cards"] == "search" and out["searches_per_episode"] == 1.0 and out["episodes_with_search"] == 0.5
+    assert out["search_tokens_per_episode"] == want / 2
+    default = retrieval_summary(PromptCards(math_library, RetrievalConfig()), [task], L.summarize([plain], math_library),
+                                tok, rc)
+    assert "searches_per_episode" not in default and "cards" not in default
