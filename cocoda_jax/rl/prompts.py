@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,7 +76,8 @@ class RetrievalConfig:
     (``neighbours`` solved questions, ``usage_weight`` on their votes; 0 turns it off) and
     ``with_children`` (each selected composite brings its direct children, as the paper's release);
     ``cards``: where the cards come from (:data:`CARD_SOURCES`, see the module doc); a search
-    returns ``k`` cards in ``card_style``."""
+    returns ``k`` cards in ``card_style``; ``search_typed``: the demonstrations' searches state the
+    tool's L1 signature too (longer than the CPU default's ``rollout.max_new_tokens`` allows)."""
 
     mode: str = "cascade"
     k: int = 8
@@ -87,6 +89,7 @@ class RetrievalConfig:
     usage_weight: float = 20.0
     with_children: bool = False
     cards: str = "question"
+    search_typed: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -131,20 +134,32 @@ def search_subgoal(query: str, signature: str | None = None):
     return Subgoal(query, tuple(p.type for p in sig.params), sig.result)
 
 
+#: Words a demonstration's query leaves out of a description (they name no operation).
+_STOP_WORDS = frozenset("a an and are as at be by for from how in into is it its many much of on or than that "
+                        "the this to what when with".split())
+#: Content words of a demonstration's query: short enough that a search fits one turn's
+#: ``rollout.max_new_tokens`` (24 on the CPU default) and, on the synthetic-math and BFCL
+#: libraries, still finds the tool it is written for (tested).
+SEARCH_WORDS = 3
+
+
 def search_query(tool: Any) -> tuple[str, str]:
     """The demonstrations' search for ``tool``: ``(signature, words)``, its L1 signature without
-    parameter names and the first sentence of its description (its name's words when it has none),
-    deterministic and written only from what the tool's card states."""
+    parameter names and the first :data:`SEARCH_WORDS` distinct content words of its description's
+    first sentence (its name's words when there are none): deterministic, and written only from
+    what the tool's own card states."""
     sig = tool.signature
     signature = "(" + ", ".join(str(p.type) for p in sig.params) + f") -> {sig.result}"
-    words = T.first_sentence(tool.description) or tool.name.replace("_", " ")
-    return signature, words
+    found = re.findall(r"[a-z]+", T.first_sentence(tool.description).lower())
+    content = [w for w in dict.fromkeys(found) if len(w) > 1 and w not in _STOP_WORDS][:SEARCH_WORDS]
+    return signature, " ".join(content) or tool.name.replace("_", " ")
 
 
-def search_step(tool: Any) -> str:
-    """The step text of :func:`search_query` (``search("(float) -> float", "Round a number.")``)."""
+def search_step(tool: Any, typed: bool = False) -> str:
+    """The step text of :func:`search_query`: ``search("percent part whole")``, or with ``typed``
+    ``search("(float, float) -> float", "percent part whole")``."""
     signature, words = search_query(tool)
-    return f"{actions.SEARCH}({signature!r}, {words!r})"
+    return f"{actions.SEARCH}({signature!r}, {words!r})" if typed else f"{actions.SEARCH}({words!r})"
 
 
 def candidate_tools(task: Any, snapshot: Any, config: RetrievalConfig, usage: UsageIndex | None = None, *,
@@ -223,8 +238,9 @@ class PromptCards:
             tool = None if isinstance(parsed, actions.StepCheck) else parsed.tool
             if tool is not None and tool not in shown and tool in self.snapshot:
                 signature, words = search_query(self.snapshot.tool(tool))
-                out.append(search_step(self.snapshot.tool(tool)))
-                shown.update(self.search_tools(words, signature))
+                typed = self.config.search_typed
+                out.append(search_step(self.snapshot.tool(tool), typed))
+                shown.update(self.search_tools(words, signature if typed else None))
                 shown.add(tool)  # asked once: a search that missed it is not repeated
             out.append(line.strip())
         return "\n".join(out) + "\n"
@@ -235,5 +251,5 @@ def all_cards(snapshot: Any, style: str) -> tuple[str, ...]:
     return T.tool_cards(snapshot, card_fn=CARD_STYLES[style])
 
 
-__all__ = ["CARD_SOURCES", "CARD_STYLES", "MODES", "search_query", "search_step", "search_subgoal", "PromptCards", "RetrievalConfig", "all_cards", "bare_card", "candidate_tools",
+__all__ = ["CARD_SOURCES", "CARD_STYLES", "MODES", "SEARCH_WORDS", "search_query", "search_step", "search_subgoal", "PromptCards", "RetrievalConfig", "all_cards", "bare_card", "candidate_tools",
            "name_card", "question_subgoal", "signature_card"]

@@ -201,7 +201,8 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.demonstrations)
     if settings.retrieval.cards != "question":  # the BPE also sees the search steps the demonstrations write
-        texts = itertools.chain(texts, ["\n".join(search_step(domain.library.tool(n)) for n in domain.library.names())])
+        typed = settings.retrieval.search_typed
+        texts = itertools.chain(texts, ["\n".join(search_step(domain.library.tool(n), typed) for n in domain.library.names())])
     tokenizer = builders.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
     mesh = builders.mesh_of(settings)
     model = builders.build_planner(settings, tokenizer.vocab_size, mesh)

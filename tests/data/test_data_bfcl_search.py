@@ -56,9 +56,12 @@ def test_demonstrations_search_per_user_turn_and_score_as_the_gold(tasks, librar
     assert later_turns >= 1  # some conversation needs new functions in a later turn and asks there
 
 
-def test_each_functions_own_search_finds_it(library):
+def test_each_functions_own_typed_search_finds_it(library):
     from cocoda_jax.rl.prompts import search_query
     cards = PromptCards(library, RetrievalConfig(cards="search", k=12, l2_shortlist=16, l2_keep=24))
-    missed = [n for n in library.names()
-              if n not in cards.search_tools(search_query(library.tool(n))[1], search_query(library.tool(n))[0])]
-    assert missed == []
+    missed = {typed: [n for n in library.names()
+                      if n not in cards.search_tools(search_query(library.tool(n))[1],
+                                                     search_query(library.tool(n))[0] if typed else None)]
+              for typed in (False, True)}
+    assert missed[True] == []  # with the signature, L1 narrows the pool: every function is found
+    assert len(missed[False]) <= 12  # three words alone miss a few of the 129 (9 when measured)

@@ -165,17 +165,28 @@ def test_an_episode_of_searches_alone_ends(math_library, sandbox):
 # ------------------------------------------------------------------------------------------------
 
 
-def test_search_query_is_the_tools_own_signature_and_first_sentence(math_library):
+def test_search_query_is_the_tools_own_signature_and_first_words(math_library):
     tool = math_library.tool("percent_of")
     signature, words = search_query(tool)
-    assert signature == "(" + ", ".join(str(p.type) for p in tool.signature.params) + f") -> {tool.signature.result}"
-    assert words == T.first_sentence(tool.description) and words
-    assert search_step(tool) == f"search({signature!r}, {words!r})"
+    assert signature == "(float, float) -> float" and words == "percent example discount"
+    assert search_step(tool) == "search('percent example discount')"
+    assert search_step(tool, typed=True) == "search('(float, float) -> float', 'percent example discount')"
+    assert search_query(math_library.tool("add")) == ("(float, float) -> float", "add two numbers")
 
 
-@pytest.mark.parametrize("source", ["search", "both"])
-def test_demonstrations_search_before_each_unshown_tool_and_replay_to_the_same_answers(math_library, sandbox, source):
-    cards = _cards(math_library, cards=source)
+def test_each_tools_own_search_finds_it(math_library):
+    cards = _cards(math_library)
+    for typed in (False, True):
+        missed = [n for n in math_library.names()
+                  if n not in cards.search_tools(search_query(math_library.tool(n))[1],
+                                                 search_query(math_library.tool(n))[0] if typed else None)]
+        assert missed == []
+
+
+@pytest.mark.parametrize("source, typed", [("search", False), ("both", False), ("search", True)])
+def test_demonstrations_search_before_each_unshown_tool_and_replay_to_the_same_answers(math_library, sandbox, source,
+                                                                                      typed):
+    cards = _cards(math_library, cards=source, search_typed=typed)
     programs = [cards.demonstration(t, t.program) for t in TASKS]
     plain = play_programs(TASKS, [t.program for t in TASKS], math_library, sandbox, cards=cards)
     asked = play_programs(TASKS, programs, math_library, sandbox, cards=cards)
@@ -190,6 +201,7 @@ def test_demonstrations_search_before_each_unshown_tool_and_replay_to_the_same_a
                 shown.update(n for n in cards.search_tools(step.check.step.query, step.check.step.signature))
             elif step.check.step.tool is not None:
                 assert step.check.step.tool in shown  # every tool called was on a card the context showed
+    assert all((s.check.step.signature is not None) == typed for p in asked for s in p.steps if s.is_search)
     counts = [p.searches for p in asked]
     if source == "search":
         assert min(counts) >= 1 and all(not cards(t) for t in TASKS)
