@@ -13,6 +13,11 @@ the planner composes instead of computing digits.
 :class:`StepCheck` whose ``kind`` is ``"ok"`` or one of :data:`STATIC_ERRORS`. Only a step that
 passes is executed (:func:`execute_step`, in the real :class:`~cocoda_jax.execution.Sandbox`), and
 the observation the planner reads next is :func:`render_observation` of the outcome.
+
+Where the episode offers it (``check_step(..., search=True)``), a step may instead be a search,
+``search("words")`` or ``search("(str, str) -> dict", "words")``: a bare call with string literals
+that asks the retrieval cascade for cards (:func:`render_search` is its observation). It calls no
+tool and binds nothing; elsewhere it is ``malformed``, as any bare expression.
 """
 
 from __future__ import annotations

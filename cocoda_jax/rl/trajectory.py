@@ -5,7 +5,8 @@ The episode loop here knows nothing about language models: a policy is any calla
 give demonstrations and tests). Each turn the first step of the generated text is checked
 (:func:`~cocoda_jax.rl.actions.check_step`), run in the real sandbox if it passes, and its
 observation line is appended to the context; the episode stops after an ``answer`` step that ran,
-or after ``max_steps`` turns.
+or after ``max_steps`` turns (a ``search`` step, when the card source offers one, is answered with
+cards and is not one of those turns).
 
 The context is always the concatenation of a :class:`Trajectory`'s :meth:`~Trajectory.segments`:
 the prompt and every observation are labelled not trainable, every action trainable, so the token
