@@ -173,7 +173,7 @@ def trace_from_trajectory(trajectory: Any, snapshot: Any,
     values: list[Any] = []
     answer: Ref | None = None
     for s in trajectory.steps:
-        if not s.ok:
+        if not s.ok or s.check.is_search:  # a search computes nothing: no node of the dataflow
             continue
         step = s.check.step
         if step.tool is None:

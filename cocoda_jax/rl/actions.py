@@ -13,6 +13,11 @@ the planner composes instead of computing digits.
 :class:`StepCheck` whose ``kind`` is ``"ok"`` or one of :data:`STATIC_ERRORS`. Only a step that
 passes is executed (:func:`execute_step`, in the real :class:`~cocoda_jax.execution.Sandbox`), and
 the observation the planner reads next is :func:`render_observation` of the outcome.
+
+Where the episode offers it (``check_step(..., search=True)``), a step may instead be a search,
+``search("words")`` or ``search("(str, str) -> dict", "words")``: a bare call with string literals
+that asks the retrieval cascade for cards (:func:`render_search` is its observation). It calls no
+tool and binds nothing; elsewhere it is ``malformed``, as any bare expression.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from cocoda_jax.types import ANY, Type, accepts, apply_subst, free_vars, list_of
 from cocoda_jax.types import join_types, type_of_value
 
 ANSWER = "answer"
+#: The planner-issued retrieval step: ``search("words")`` or ``search("(str, str) -> dict", "words")``.
+SEARCH = "search"
 #: Text put before every observation line, so the planner (and the loss mask) can tell them apart.
 OBSERVATION_PREFIX = "-> "
 #: Longest observation text (values are truncated with "...").
@@ -96,13 +103,20 @@ class Step:
     """A step that has the allowed shape: ``target = tool(args)`` or ``answer = source``."""
 
     target: str
-    tool: str | None               # None for ``answer = name``
+    tool: str | None               # None for ``answer = name`` and for a search
     args: tuple[Arg, ...] = ()
     source: str | None = None      # the name copied by ``answer = name``
+    query: str | None = None       # a search's words (target "" and tool None)
+    signature: str | None = None   # a search's stated L1 signature, when it gave one
 
     @property
     def is_answer(self) -> bool:
         return self.target == ANSWER
+
+    @property
+    def is_search(self) -> bool:
+        """A search step asks the retrieval cascade for cards: it binds nothing and calls no tool."""
+        return self.query is not None
 
     @property
     def names_used(self) -> tuple[str, ...]:
@@ -131,6 +145,10 @@ class StepCheck:
     @property
     def is_answer(self) -> bool:
         return self.step is not None and self.step.is_answer
+
+    @property
+    def is_search(self) -> bool:
+        return self.step is not None and self.step.is_search
 
 
 def _fail(kind: str, message: str, step: Step | None = None) -> StepCheck:
@@ -208,8 +226,31 @@ def _arg(node: ast.AST, source: str, keyword_name: str | None, nested: bool) -> 
     return f"{what} as an argument; arguments must be names, literals, flat lists of those or constant displays"
 
 
-def parse_step(text: str) -> Step | StepCheck:
-    """The step's shape, or a failed :class:`StepCheck` (``malformed``) saying what is wrong."""
+def _search_step(call: ast.Call) -> Step | StepCheck:
+    """``search("words")`` or ``search("signature", "words")``: string literals only, so the query
+    is read off the text as written (no names, no keywords); a signature that does not parse is
+    refused here, before anything is retrieved."""
+    usage = 'write search("words") or search("(type, ...) -> type", "words") with string literals'
+    if call.keywords or not 1 <= len(call.args) <= 2 or not all(
+            isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args):
+        return _fail("malformed", f"search: {usage}")
+    texts = [" ".join(a.value.split()) for a in call.args]
+    if not texts[-1]:
+        return _fail("malformed", "search: the query words are empty")
+    signature = None
+    if len(texts) == 2:
+        from cocoda_jax.types import TypeSyntaxError, parse_signature
+        try:
+            signature = str(parse_signature(texts[0]))
+        except TypeSyntaxError as err:
+            return _fail("malformed", f"search: the signature {texts[0]!r} does not parse ({err})")
+    return Step(target="", tool=None, query=texts[-1], signature=signature)
+
+
+def parse_step(text: str, search: bool = False) -> Step | StepCheck:
+    """The step's shape, or a failed :class:`StepCheck` (``malformed``) saying what is wrong.
+    ``search``: the episode offers the search step (:func:`_search_step`); without it a search is
+    malformed like any other bare expression."""
     if not isinstance(text, str) or not text.strip():
         return _fail("malformed", "empty step")
     source = text.strip()
@@ -224,6 +265,12 @@ def parse_step(text: str) -> Step | StepCheck:
     if len(tree.body) != 1:
         return _fail("malformed", f"{len(tree.body)} statements; a step is exactly one assignment")
     stmt = tree.body[0]
+    if search and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == SEARCH:
+        return _search_step(stmt.value)
+    if search and isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) \
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == SEARCH:
+        return _fail("malformed", "search is a step of its own: write search(...) without a target")
     if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
         return _fail("malformed", "a step must be one assignment 'name = tool(args)' or 'answer = name'")
     target = stmt.targets[0].id
@@ -291,17 +338,20 @@ def _ground(t: Type) -> Type:
     return apply_subst(t, {n: ANY for n in names}) if names else t
 
 
-def check_step(text: str, snapshot: Any, env: Mapping[str, Type]) -> StepCheck:
+def check_step(text: str, snapshot: Any, env: Mapping[str, Type], search: bool = False) -> StepCheck:
     """Judges one step against ``snapshot`` given ``env`` (name -> type of every bound name: the
     inputs and earlier targets). Pure: nothing runs; the first problem found is reported.
+    ``search``: the search step is offered (a well-formed search is ``ok`` with no result type).
 
     Order: shape, target, tool, unbound names, arity and keywords, then argument types (each
     argument with :func:`cocoda_jax.types.accepts`, one substitution across all of them).
     """
-    parsed = parse_step(text)
+    parsed = parse_step(text, search)
     if isinstance(parsed, StepCheck):
         return parsed
     step = parsed
+    if step.is_search:
+        return StepCheck("ok", "", step, None)
     target = step.target
     if target.startswith("_") or keyword.iskeyword(target):
         return _fail("bad_target", f"{target!r} is not an allowed variable name", step)
@@ -356,6 +406,8 @@ def bind(env: Mapping[str, Type], check: StepCheck) -> dict[str, Type]:
     """The environment after an ``ok`` step (a new dict; ``env`` is left alone)."""
     if not check.ok:
         raise ValueError(f"only an ok step binds a name, this one is {check.kind}: {check.message}")
+    if check.is_search:
+        raise ValueError("a search step binds no name")
     out = dict(env)
     out[check.step.target] = check.result_type
     return out
@@ -445,6 +497,18 @@ def _fmt(value: Any) -> str:
     return repr(value)
 
 
+#: Between two cards of a search's observation (it stays one line: one observation per step).
+SEARCH_SEPARATOR = " | "
+
+
+def render_search(cards: Sequence[str]) -> str:
+    """A search's observation: the cards found, in the cascade's order, on one line; never cut
+    (at most ``k`` cards, the same cards a prompt would show)."""
+    if not cards:
+        return OBSERVATION_PREFIX + "no tools found"
+    return OBSERVATION_PREFIX + SEARCH_SEPARATOR.join(" ".join(c.split()) for c in cards)
+
+
 def render_observation(check: StepCheck, outcome: StepOutcome | None = None,
                        max_chars: int = MAX_OBSERVATION_CHARS) -> str:
     """The observation line after a step: ``-> value``, or ``-> error[kind]: short message`` for a
@@ -464,7 +528,7 @@ def render_observation(check: StepCheck, outcome: StepOutcome | None = None,
 
 
 __all__ = [
-    "ANSWER", "Arg", "MAX_OBSERVATION_CHARS", "OBSERVATION_PREFIX", "RUNTIME_ERRORS", "STATIC_ERRORS", "Step",
+    "ANSWER", "SEARCH", "SEARCH_SEPARATOR", "render_search", "Arg", "MAX_OBSERVATION_CHARS", "OBSERVATION_PREFIX", "RUNTIME_ERRORS", "STATIC_ERRORS", "Step",
     "StepCheck", "StepOutcome", "bind", "check_step", "execute_step", "execute_steps", "first_step",
     "format_value", "input_types", "outcome_from_result", "parse_step", "render_observation", "split_steps",
     "step_program", "type_of_value",

@@ -78,8 +78,13 @@ class RolloutConfig:
 
 def gold_segments(tasks: Sequence[Any], cards: T.CardSource) -> list[tuple[T.Segment, ...]]:
     """Each task's gold program in the action format, observations from its recorded values, under
-    the prompt ``cards`` give it (:class:`~cocoda_jax.rl.prompts.PromptCards`)."""
-    return [T.demonstration_segments(t, T.cards_of(cards, t)) for t in tasks]
+    the prompt ``cards`` give it (:class:`~cocoda_jax.rl.prompts.PromptCards`); under a search
+    setting with the search steps its ``demonstration`` inserts and their cards as observations."""
+    searcher = getattr(cards, "searcher", None)
+    if searcher is None:
+        return [T.demonstration_segments(t, T.cards_of(cards, t)) for t in tasks]
+    return [T.demonstration_segments(t, T.cards_of(cards, t), program=cards.demonstration(t, t.program),
+                                     search=searcher) for t in tasks]
 
 
 def demonstration_records(segments: Sequence[Sequence[T.Segment]], tokenizer: Tokenizer, rc: RolloutConfig

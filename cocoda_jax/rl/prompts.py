@@ -15,26 +15,37 @@ Modes (``retrieval.mode``):
 * ``full`` — every tool of the library in topological order (the -TDR ablation: no retrieval).
 * ``none`` — no tool cards (the planner must know its tools from training alone).
 
-Why one question-level retrieval and not a ``search`` action: measured on the default domain's
-validation questions, this set holds every tool of the (refactored) gold program for 99% of tasks at
-k = 8, with 30 to 1,616 tools in the library (README, "Retrieval in the loop"), so the planner does not
-need to ask; a search step would spend one of the episode's eight turns and ask a tiny planner to
-write typed queries it has never seen written.
+Where the cards come from (``retrieval.cards``): ``question`` (the default, the set above, once per
+episode), ``search`` (no cards in the prompt: the planner gets cards only through its own
+``search(...)`` steps, answered by the cascade on the query's words and stated signature) or
+``both`` (the question's cards and the search step). With a search setting the demonstrations
+insert a search before the first call of each tool the context has not shown yet
+(:meth:`PromptCards.demonstration`).
+
+Why the question-level set is the default: measured on the default domain's validation questions,
+it holds every tool of the (refactored) gold program for 99% of tasks at k = 8, with 30 to 1,616
+tools in the library (README, "Retrieval in the loop"), so the planner rarely needs to ask; the
+search settings exist for what it cannot do, use the types of the step about to be written (and for
+BFCL, whose user turns need other functions).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve
 from cocoda_jax.retrieval.subgoals import extract_subgoal
 from cocoda_jax.retrieval.usage import UsageIndex
+from cocoda_jax.rl import actions
 from cocoda_jax.rl import trajectory as T
 
 MODES = ("cascade", "full", "none")
+#: Where a prompt's cards come from: the question alone, the planner's searches alone, or both.
+CARD_SOURCES = ("question", "search", "both")
 
 
 def signature_card(tool: Any) -> str:
@@ -63,7 +74,10 @@ class RetrievalConfig:
     uses, so extra arguments must not prune), the L2 shortlist sizes (raised to ``k`` when smaller,
     so ``k`` cards are shown whenever ``k`` tools survive L1), the usage evidence
     (``neighbours`` solved questions, ``usage_weight`` on their votes; 0 turns it off) and
-    ``with_children`` (each selected composite brings its direct children, as the paper's release)."""
+    ``with_children`` (each selected composite brings its direct children, as the paper's release);
+    ``cards``: where the cards come from (:data:`CARD_SOURCES`, see the module doc); a search
+    returns ``k`` cards in ``card_style``; ``search_typed``: the demonstrations' searches state the
+    tool's L1 signature too (longer than the CPU default's ``rollout.max_new_tokens`` allows)."""
 
     mode: str = "cascade"
     k: int = 8
@@ -74,10 +88,17 @@ class RetrievalConfig:
     neighbours: int = 10
     usage_weight: float = 20.0
     with_children: bool = False
+    cards: str = "question"
+    search_typed: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"retrieval.mode must be one of {MODES}, got {self.mode!r}")
+        if self.cards not in CARD_SOURCES:
+            raise ValueError(f"retrieval.cards must be one of {CARD_SOURCES}, got {self.cards!r}")
+        if self.cards != "question" and self.mode != "cascade":
+            raise ValueError(f"retrieval.cards={self.cards!r} answers searches with the cascade: it needs "
+                             f"retrieval.mode='cascade', got {self.mode!r}")
         if self.card_style not in CARD_STYLES:
             raise ValueError(f"retrieval.card_style must be one of {sorted(CARD_STYLES)}, got {self.card_style!r}")
         for name in ("k", "l2_shortlist", "l2_keep"):
@@ -99,6 +120,46 @@ def question_subgoal(task: Any):
     """The question's subgoal: its text, the values it states as typed inputs, any result (the steps
     of a program produce intermediate types, not only the answer's)."""
     return extract_subgoal(task.question, "Any")
+
+
+def search_subgoal(query: str, signature: str | None = None):
+    """A search's subgoal: its words for the text layers and, when stated, its signature for L1
+    (parameter types as inputs, the result as output); without one, the values its words name, as
+    a question's (:func:`question_subgoal`)."""
+    from cocoda_jax.retrieval.subgoals import Subgoal
+    from cocoda_jax.types import parse_signature
+    if signature is None:
+        return extract_subgoal(query, "Any")
+    sig = parse_signature(signature)
+    return Subgoal(query, tuple(p.type for p in sig.params), sig.result)
+
+
+#: Words a demonstration's query leaves out of a description (they name no operation).
+_STOP_WORDS = frozenset("a an and are as at be by for from how in into is it its many much of on or than that "
+                        "the this to what when with".split())
+#: Content words of a demonstration's query: short enough that a search fits one turn's
+#: ``rollout.max_new_tokens`` (24 on the CPU default) and still finding the tool it is written for
+#: on synthetic math (every tool) and BFCL (all but 9 of 129; typed, every one) (tested).
+SEARCH_WORDS = 3
+
+
+def search_query(tool: Any) -> tuple[str, str]:
+    """The demonstrations' search for ``tool``: ``(signature, words)``, its L1 signature without
+    parameter names and the first :data:`SEARCH_WORDS` distinct content words of its description's
+    first sentence (its name's words when there are none): deterministic, and written only from
+    what the tool's own card states."""
+    sig = tool.signature
+    signature = "(" + ", ".join(str(p.type) for p in sig.params) + f") -> {sig.result}"
+    found = re.findall(r"[a-z]+", T.first_sentence(tool.description).lower())
+    content = [w for w in dict.fromkeys(found) if len(w) > 1 and w not in _STOP_WORDS][:SEARCH_WORDS]
+    return signature, " ".join(content) or tool.name.replace("_", " ")
+
+
+def search_step(tool: Any, typed: bool = False) -> str:
+    """The step text of :func:`search_query`: ``search("percent part whole")``, or with ``typed``
+    ``search("(float, float) -> float", "percent part whole")``."""
+    signature, words = search_query(tool)
+    return f"{actions.SEARCH}({signature!r}, {words!r})" if typed else f"{actions.SEARCH}({words!r})"
 
 
 def candidate_tools(task: Any, snapshot: Any, config: RetrievalConfig, usage: UsageIndex | None = None, *,
@@ -132,6 +193,9 @@ class PromptCards:
         return RetrievalIndex.build(self.snapshot)
 
     def tools(self, task: Any) -> tuple[str, ...]:
+        """The names the prompt of ``task`` shows (none with ``cards="search"``)."""
+        if self.config.cards == "search":
+            return ()
         key = (str(getattr(task, "id", "")), task.question)
         if key not in self._tools:
             index = self.index if self.config.mode == "cascade" else None
@@ -141,11 +205,51 @@ class PromptCards:
     def __call__(self, task: Any) -> tuple[str, ...]:
         return tuple(self._render(self.snapshot.tool(n)) for n in self.tools(task))
 
+    @property
+    def searcher(self) -> T.Searcher | None:
+        """What answers the planner's search steps (:func:`~.trajectory.run_episodes` reads it);
+        None under ``cards="question"``, so that a search stays a malformed step there."""
+        return None if self.config.cards == "question" else self.search
+
+    def search_tools(self, query: str, signature: str | None = None) -> tuple[str, ...]:
+        """The names the cascade returns for a search (no usage prior: the query is the planner's
+        words about one step, not a question with solved neighbours). Memoised per query."""
+        key = ("search", query, signature or "")
+        if key not in self._tools:
+            out = retrieve(self.index, search_subgoal(query, signature), self.config.cascade())
+            self._tools[key] = out.selected + out.children
+        return self._tools[key]
+
+    def search(self, step: Any) -> tuple[str, ...]:
+        """A parsed search step's observation cards, in ``card_style`` (the prompt's)."""
+        return tuple(self._render(self.snapshot.tool(n)) for n in self.search_tools(step.query, step.signature))
+
+    def demonstration(self, task: Any, program: str) -> str:
+        """``program`` with a search step before the first call of each tool whose card the context
+        has not shown yet (the prompt's cards and every earlier search's), so SFT teaches the
+        planner to ask; unchanged under ``cards="question"``. For a multi-turn episode this asks
+        again in each user turn that needs a tool no earlier card showed."""
+        if self.config.cards == "question":
+            return program
+        shown = set(self.tools(task))
+        out = []
+        for line in program.strip().splitlines():
+            parsed = actions.parse_step(line)
+            tool = None if isinstance(parsed, actions.StepCheck) else parsed.tool
+            if tool is not None and tool not in shown and tool in self.snapshot:
+                signature, words = search_query(self.snapshot.tool(tool))
+                typed = self.config.search_typed
+                out.append(search_step(self.snapshot.tool(tool), typed))
+                shown.update(self.search_tools(words, signature if typed else None))
+                shown.add(tool)  # asked once: a search that missed it is not repeated
+            out.append(line.strip())
+        return "\n".join(out) + "\n"
+
 
 def all_cards(snapshot: Any, style: str) -> tuple[str, ...]:
     """Every tool's card in topological order (the ``full`` prompt; texts for training a BPE)."""
     return T.tool_cards(snapshot, card_fn=CARD_STYLES[style])
 
 
-__all__ = ["CARD_STYLES", "MODES", "PromptCards", "RetrievalConfig", "all_cards", "bare_card", "candidate_tools",
+__all__ = ["CARD_SOURCES", "CARD_STYLES", "MODES", "SEARCH_WORDS", "search_query", "search_step", "search_subgoal", "PromptCards", "RetrievalConfig", "all_cards", "bare_card", "candidate_tools",
            "name_card", "question_subgoal", "signature_card"]

@@ -5,7 +5,8 @@ The episode loop here knows nothing about language models: a policy is any calla
 give demonstrations and tests). Each turn the first step of the generated text is checked
 (:func:`~cocoda_jax.rl.actions.check_step`), run in the real sandbox if it passes, and its
 observation line is appended to the context; the episode stops after an ``answer`` step that ran,
-or after ``max_steps`` turns.
+or after ``max_steps`` turns (a ``search`` step, when the card source offers one, is answered with
+cards and is not one of those turns).
 
 The context is always the concatenation of a :class:`Trajectory`'s :meth:`~Trajectory.segments`:
 the prompt and every observation are labelled not trainable, every action trainable, so the token
@@ -29,6 +30,9 @@ BatchPolicyFn = Callable[[Sequence[str]], Sequence[str]]
 #: What a prompt's tool cards come from: one sequence for every task, or a function of the task
 #: (the per-question candidate set ``C_q(L)``, :class:`~cocoda_jax.rl.prompts.PromptCards`).
 CardSource = Sequence[str] | Callable[[Any], Sequence[str]]
+#: What answers a planner's ``search`` step: the parsed search step -> the cards found (a
+#: :class:`~cocoda_jax.rl.prompts.PromptCards` offers one as ``.searcher`` when its setting asks).
+Searcher = Callable[[Any], Sequence[str]]
 
 PROMPT_HEADER = "Tools:"
 PROGRAM_HEADER = "Program:"
@@ -117,11 +121,15 @@ def pad_episodes(episodes: Sequence[TokenizedEpisode], length: int, pad_id: int 
 # ------------------------------------------------------------------------------------------------
 
 
+def first_sentence(description: str) -> str:
+    """The description's first sentence, whitespace collapsed (what a compact card shows)."""
+    return re.split(r"(?<=[.!?])\s", " ".join(description.split()), maxsplit=1)[0]
+
+
 def compact_card(tool: Any) -> str:
     """One line per tool, ``name(params) -> result: first sentence of the description``: the
     shortest card that still gives the planner the L1 signature it is checked against."""
-    description = " ".join(tool.description.split())
-    first = re.split(r"(?<=[.!?])\s", description, maxsplit=1)[0]
+    first = first_sentence(tool.description)
     return f"{tool.name}{tool.signature}: {first}" if first else f"{tool.name}{tool.signature}"
 
 
@@ -204,6 +212,11 @@ class StepRecord:
         """Top-level tool calls of the step if it ran to completion (failed runs earn no credit)."""
         return self.outcome.calls if self.ok else ()
 
+    @property
+    def is_search(self) -> bool:
+        """A search step: it asked for cards, calls no tool and binds no name."""
+        return self.check.is_search
+
 
 @dataclasses.dataclass(frozen=True)
 class Trajectory:
@@ -239,12 +252,17 @@ class Trajectory:
     @property
     def values(self) -> tuple[tuple[str, Any], ...]:
         """``(target, value)`` of every step that ran to completion, in order."""
-        return tuple((s.check.step.target, s.outcome.value) for s in self.steps if s.ok)
+        return tuple((s.check.step.target, s.outcome.value) for s in self.steps if s.ok and not s.is_search)
 
     @property
     def program(self) -> str:
-        """The steps that ran to completion, as one program (what an abstractor mines)."""
-        return "".join(s.text + "\n" for s in self.steps if s.ok)
+        """The steps that ran to completion, as one program (what an abstractor mines; searches
+        are left out: they compute nothing)."""
+        return "".join(s.text + "\n" for s in self.steps if s.ok and not s.is_search)
+
+    @property
+    def searches(self) -> int:
+        return sum(s.is_search for s in self.steps)
 
     @property
     def step_kinds(self) -> tuple[str, ...]:
@@ -312,6 +330,9 @@ class _Live:
     bindings: dict
     steps: list
     done: bool = False
+    answered: bool = False
+    turns: int = 0      # steps other than searches (what ``max_steps`` bounds)
+    searches: int = 0
     environment_calls: list = dataclasses.field(default_factory=list)
 
     def environment_spec(self) -> Any:
@@ -323,7 +344,8 @@ class _Live:
 
 def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, sandbox: Any, max_steps: int = 8, *,
                  cards: CardSource | None = None, timeout_s: float | None = None,
-                 verify: Callable[[Any, Any], float] = default_verify, with_rows: bool = False) -> list[Trajectory]:
+                 verify: Callable[[Any, Any], float] = default_verify, with_rows: bool = False,
+                 search: Searcher | None = None) -> list[Trajectory]:
     """Runs one rollout per entry of ``tasks`` in lockstep (a GRPO group is the same task G times).
 
     Each turn, ``policy`` gets the contexts of the rollouts still running and returns one generated
@@ -333,16 +355,22 @@ def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, san
     (:data:`CardSource`; default: the whole library, :func:`tool_cards`). ``with_rows`` calls
     ``policy(contexts, rows)`` with the indices into ``tasks`` of the rollouts still running, so a
     stateful sampler (a KV cache per row) can append only what is new to each row's context.
+
+    ``search`` answers the planner's ``search(...)`` steps (default: ``cards.searcher`` when the
+    card source offers one; with none, a search is a malformed step as before). A search's
+    observation is the cards found; it calls no tool, binds nothing and does not use up one of the
+    ``max_steps`` turns, but an episode stops after ``max_steps`` searches too (so it ends).
     """
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     cards = tool_cards(snapshot) if cards is None else cards
+    searcher = search if search is not None else getattr(cards, "searcher", None)
     live = []
     for task in tasks:
         prompt = render_prompt(task, cards_of(cards, task))
         inputs = tuple(task.inputs)
         live.append(_Live(task, prompt, prompt, actions.input_types(inputs), dict(inputs), []))
-    for _ in range(max_steps):
+    while True:
         active = [r for r in live if not r.done]
         if not active:
             break
@@ -355,8 +383,8 @@ def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, san
             raise ValueError(f"the policy returned {len(generated)} texts for {len(active)} contexts")
         raws = [_text_of(g) for g in generated]
         texts = [actions.first_step(g) for g in raws]
-        checks = [actions.check_step(t, snapshot, r.env) for t, r in zip(texts, active)]
-        runnable = [i for i, c in enumerate(checks) if c.ok]
+        checks = [actions.check_step(t, snapshot, r.env, search=searcher is not None) for t, r in zip(texts, active)]
+        runnable = [i for i, c in enumerate(checks) if c.ok and not c.is_search]
         outcomes: dict[int, StepOutcome] = {}
         if runnable:
             ran = actions.execute_steps([texts[i] for i in runnable], [checks[i] for i in runnable],
@@ -365,16 +393,24 @@ def run_episodes(policy: BatchPolicyFn, tasks: Sequence[Any], snapshot: Any, san
             outcomes = dict(zip(runnable, ran))
         for i, r in enumerate(active):
             check, outcome = checks[i], outcomes.get(i)
-            observation = actions.render_observation(
-                check, outcome, getattr(r.task, "observation_chars", actions.MAX_OBSERVATION_CHARS))
+            if check.is_search:
+                found = tuple(searcher(check.step))
+                outcome = StepOutcome(ok=True, value=found)
+                observation = actions.render_search(found)
+                r.searches += 1
+            else:
+                observation = actions.render_observation(
+                    check, outcome, getattr(r.task, "observation_chars", actions.MAX_OBSERVATION_CHARS))
+                r.turns += 1
             extra = None if isinstance(generated[i], str) else generated[i]
             r.steps.append(StepRecord(raws[i], texts[i], check, outcome, observation, extra))
             r.context += texts[i] + "\n" + observation + "\n"
-            if outcome is not None and outcome.ok:
+            if outcome is not None and outcome.ok and not check.is_search:
                 r.environment_calls.extend(outcome.environment_calls)
                 r.bindings[check.step.target] = outcome.value
                 r.env = actions.bind(r.env, check)
-                r.done = check.is_answer
+                r.answered = r.done = check.is_answer
+            r.done = r.done or r.turns >= max_steps or r.searches >= max_steps
     return [_finish(r, verify) for r in live]
 
 
@@ -387,7 +423,7 @@ def _text_of(generated: Any) -> str:
 
 
 def _finish(r: _Live, verify: Callable[[Any, Any], float]) -> Trajectory:
-    answered = r.done
+    answered = r.answered
     answer = r.bindings.get(actions.ANSWER) if answered else None
     score_calls = getattr(r.task, "score_environment_calls", None)
     if score_calls is not None:  # a stateful domain is judged on what was done, not on a value
@@ -396,7 +432,7 @@ def _finish(r: _Live, verify: Callable[[Any, Any], float]) -> Trajectory:
         r_res = float(verify(answer, r.task)) if answered else 0.0
     if not 0.0 <= r_res <= 1.0:
         raise ValueError(f"the verifier returned {r_res}, outside [0, 1]")
-    values = tuple((s.check.step.target, s.outcome.value) for s in r.steps if s.ok)
+    values = tuple((s.check.step.target, s.outcome.value) for s in r.steps if s.ok and not s.is_search)
     return Trajectory(task_id=str(getattr(r.task, "id", "")), prompt=r.prompt, steps=tuple(r.steps),
                       answer=answer, answered=answered, r_res=r_res, progress=progress_of(r.task, values, r_res),
                       stop="answer" if answered else "max_steps",
@@ -440,13 +476,21 @@ def gold_demonstration(task: Any, snapshot: Any, sandbox: Any, *, cards: CardSou
     return run_episode(policy, task, snapshot, sandbox, max_steps or len(steps), cards=cards, timeout_s=timeout_s)
 
 
-def demonstration_segments(task: Any, cards: Sequence[str]) -> tuple[Segment, ...]:
+def demonstration_segments(task: Any, cards: Sequence[str], *, program: str | None = None,
+                           search: Searcher | None = None) -> tuple[Segment, ...]:
     """The gold demonstration's segments without running anything: observations from the task's
     recorded intermediate values (the generator computed them with the tools' own code). Equal to
-    ``gold_demonstration(...).segments()`` for a well-formed task; cheap enough for thousands."""
+    ``gold_demonstration(...).segments()`` for a well-formed task; cheap enough for thousands.
+    ``program``: the gold program with search steps inserted (default ``task.program``), whose
+    observations ``search`` gives (the cascade is pure, so they too need no run)."""
     values = dict(task.intermediates)
     out = [Segment(render_prompt(task, cards), "prompt")]
-    for line in task.program.strip().splitlines():
+    for line in (task.program if program is None else program).strip().splitlines():
+        parsed = actions.parse_step(line, search=True) if search is not None else None
+        if isinstance(parsed, actions.Step) and parsed.is_search:
+            out.append(Segment(line.strip() + "\n", "action"))
+            out.append(Segment(actions.render_search(tuple(search(parsed))) + "\n", "observation"))
+            continue
         target = line.split("=", 1)[0].strip()
         value = task.answer if target == actions.ANSWER else values[target]
         out.append(Segment(line.strip() + "\n", "action"))
@@ -456,7 +500,7 @@ def demonstration_segments(task: Any, cards: Sequence[str]) -> tuple[Segment, ..
 
 
 __all__ = [
-    "BatchPolicyFn", "CardSource", "PROGRAM_HEADER", "PROMPT_HEADER", "PolicyFn", "STOP_REASONS", "ScriptedPolicy", "Segment",
+    "BatchPolicyFn", "CardSource", "Searcher", "PROGRAM_HEADER", "PROMPT_HEADER", "PolicyFn", "STOP_REASONS", "ScriptedPolicy", "Segment",
     "StepRecord", "TokenizedEpisode", "Trajectory", "char_mask", "pad_episodes", "tokenize_segments", "cards_of", "compact_card", "default_verify", "demonstration_segments",
     "gold_demonstration", "progress_of", "render_prompt", "run_episode", "run_episodes", "segments_text",
     "tag_numbers", "tool_cards",

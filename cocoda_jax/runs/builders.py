@@ -176,12 +176,26 @@ def retrieval_summary(cards: PromptCards, tasks: Any, evaluation: Evaluation, to
         share.append(max(len(g & chosen) / max(len(g), 1) for g in sets))
     prompt_tokens = [len(tokenizer.encode(tr.prompt)) for tr in evaluation.trajectories]
     n = max(len(prompt_tokens), 1)
-    return {"mode": cards.config.mode, "k": cards.config.k, "card_style": cards.config.card_style,
-            "library_size": len(cards.snapshot), "tasks": len(found),
-            "all_gold_found": sum(found) / len(found) if found else None,
-            "gold_recall": sum(share) / len(share) if share else None,
-            "prompt_tokens_per_episode": sum(prompt_tokens) / n,
-            "overflow_episodes": sum(p + rc.max_new_tokens > rc.max_len for p in prompt_tokens)}
+    out = {"mode": cards.config.mode, "k": cards.config.k, "card_style": cards.config.card_style,
+           "library_size": len(cards.snapshot), "tasks": len(found),
+           "all_gold_found": sum(found) / len(found) if found else None,
+           "gold_recall": sum(share) / len(share) if share else None,
+           "prompt_tokens_per_episode": sum(prompt_tokens) / n,
+           "overflow_episodes": sum(p + rc.max_new_tokens > rc.max_len for p in prompt_tokens)}
+    if cards.config.cards != "question":  # the cards a search brings are context too: count them
+        out.update(search_summary(evaluation.trajectories, tokenizer.encode), cards=cards.config.cards)
+    return out
+
+
+def search_summary(trajectories: Any, encode: Any) -> dict[str, float]:
+    """Searches per episode, the tokens of their actions and cards per episode (each segment
+    encoded on its own, as a rollout's sequence grows), and the share of episodes that searched."""
+    n = max(len(trajectories), 1)
+    tokens = sum(len(encode(s.text + "\n")) + len(encode(s.observation + "\n"))
+                 for tr in trajectories for s in tr.steps if s.is_search)
+    return {"searches_per_episode": sum(tr.searches for tr in trajectories) / n,
+            "search_tokens_per_episode": tokens / n,
+            "episodes_with_search": sum(tr.searches > 0 for tr in trajectories) / n}
 
 
 def reward_config(config: ConfigLike) -> R.RewardConfig:

@@ -31,6 +31,7 @@ seed, the round and the iteration; the validation rewrite and INSERTTOOL are det
 from __future__ import annotations
 
 import contextlib
+import itertools
 import dataclasses
 import time
 from collections.abc import Iterator, Sequence
@@ -58,7 +59,7 @@ from cocoda_jax.report.coevolution import (build_report, draw_library, library_s
 from cocoda_jax.report.rounds import Outcome, RoundRecord
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
-from cocoda_jax.rl.prompts import PromptCards, all_cards
+from cocoda_jax.rl.prompts import PromptCards, all_cards, search_step
 from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.source import TaskSource
@@ -199,6 +200,9 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
                                  show_progress=show_progress)
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.demonstrations)
+    if settings.retrieval.cards != "question":  # the BPE also sees the search steps the demonstrations write
+        typed = settings.retrieval.search_typed
+        texts = itertools.chain(texts, ["\n".join(search_step(domain.library.tool(n), typed) for n in domain.library.names())])
     tokenizer = builders.tokenizer_for(workdir, texts, settings.model.vocab_size, settings.model.hf_checkpoint)
     mesh = builders.mesh_of(settings)
     model = builders.build_planner(settings, tokenizer.vocab_size, mesh)
@@ -258,11 +262,13 @@ def _demo_trajectories(ctx: _RunContext, programs: Sequence[tuple[str, str]], sn
                        cards: PromptCards, *, remember: bool = False) -> list[trajectory.Trajectory]:
     """Stored (task id, program) pairs played in the sandbox over ``snapshot`` under the prompts
     ``cards`` give; the correct ones. ``remember``: ``snapshot`` is the incumbent library and
-    ``programs`` stored demonstrations; their plays go to ``ctx.demo_traces``."""
+    ``programs`` stored demonstrations; their plays go to ``ctx.demo_traces``. Under a search
+    setting each program is played with its search steps (:meth:`PromptCards.demonstration`)."""
     if not programs:
         return []
     tasks = [ctx.task(i) for i, _ in programs]
-    played = play_programs(tasks, [p for _, p in programs], snapshot, ctx.sandbox, cards=cards)
+    played = play_programs(tasks, [cards.demonstration(t, p) for t, (_, p) in zip(tasks, programs)], snapshot,
+                           ctx.sandbox, cards=cards)
     if remember:
         for pair, t in zip(programs, played):
             ctx.demo_traces[tuple(pair)] = t if t.correct else None

@@ -96,7 +96,8 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
     return {"per_category": per, "policy": "planner", "run_dir": str(run_dir), "split": split,
             "domain_seed": settings.domain.get("seed") if domain_seed is None else int(domain_seed),
             "checkpoint_step": restored.step, "accuracy": evaluation.accuracy, "n": len(tasks),
-            "library_size": len(library), "outcomes": evaluation.outcomes()}
+            "library_size": len(library), "outcomes": evaluation.outcomes(),
+            "retrieval": builders.retrieval_summary(cards, tasks, evaluation, tok, settings.rollout)}
 
 
 __all__ = ["dev_tasks", "evaluate_run"]
