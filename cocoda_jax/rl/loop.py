@@ -207,6 +207,11 @@ def summarize(trajectories: Sequence[T.Trajectory], snapshot: Any,
 # GRPO
 # ------------------------------------------------------------------------------------------------
 
+#: Plays a GRPO iteration's rows: ``(state, rows, key) -> (trajectories, token records, reward
+#: breakdowns)``, one of each per row, in row order.
+Rollouts = Callable[[TrainState, Sequence[Any], jax.Array],
+                    tuple[Sequence[T.Trajectory], Sequence[TokenRecord], Sequence[R.RewardBreakdown]]]
+
 
 @dataclasses.dataclass(frozen=True)
 class Iteration:
@@ -231,8 +236,8 @@ class Iteration:
 def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, tasks: Sequence[Any], snapshot: Any,
                    sandbox: Any, *, group_size: int, rc: RolloutConfig, cards: T.CardSource, key: jax.Array,
                    reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
-                   mask_uniform_groups: bool = True, ppo_epochs: int = 1, share_prefix: bool = True
-                   ) -> tuple[TrainState, dict[str, float], Iteration]:
+                   mask_uniform_groups: bool = True, ppo_epochs: int = 1, share_prefix: bool = True,
+                   rollouts: Rollouts | None = None) -> tuple[TrainState, dict[str, float], Iteration]:
     """Samples ``group_size`` rollouts per task with the current planner, scores them with the
     configured reward, and takes one GRPO step on the sampled tokens.
 
@@ -248,6 +253,9 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     policy's, so from the second epoch on the ratio moves away from 1 and the clip bounds the step.
     The metrics are the last epoch's. ``share_prefix``: each group's prompt is run once in the step
     and the reference forward, not once per rollout (:func:`shared_group_prefix`; the same loss).
+    ``rollouts``: who plays the rows (default: this process samples, runs and scores all of them);
+    a multi-process run passes one that plays this process's share and gathers the others'
+    (:func:`cocoda_jax.runs.shares.share_rollouts`), so every process holds the whole iteration.
     """
     if ppo_epochs < 1:
         raise ValueError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
@@ -256,12 +264,16 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
         raise ValueError("beta > 0 needs the reference params (ref_params)")
     expanded = [t for t in tasks for _ in range(group_size)]
     t0 = time.perf_counter()
-    trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
-                                     sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
-                                     cards=cards, timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers,
-                                     host_shards=rc.host_shards)
-    rollout_s = time.perf_counter() - t0
-    breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
+    if rollouts is None:
+        trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
+                                         sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
+                                         cards=cards, timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers,
+                                         host_shards=rc.host_shards)
+        rollout_s = time.perf_counter() - t0
+        breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
+    else:  # sampled, run and scored (in shares, then exchanged: rollout_s includes the exchange)
+        trajs, records, breakdowns = rollouts(state, expanded, key)
+        rollout_s = time.perf_counter() - t0
     totals = np.asarray([b.total for b in breakdowns], np.float32)
     credit = np.asarray([b.credit for b in breakdowns], np.float32)
     advantages = np.asarray(G.compute_advantages(totals, group_size, grpo_cfg, credit=credit))
@@ -406,7 +418,7 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 
 __all__ = [
-    "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
+    "Evaluation", "Iteration", "RolloutConfig", "Rollouts", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
     "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
     "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
 ]
