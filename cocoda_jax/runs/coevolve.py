@@ -696,9 +696,10 @@ def _grpo_rollouts(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: Pr
         return None
 
     def count(stats: shares.ShareStats) -> None:
-        done = ctx.shares_by_round.setdefault(r, {"rows": 0, "sandbox_programs": 0})
+        done = ctx.shares_by_round.setdefault(r, {"rows": 0, "sandbox_programs": 0, "iteration_programs": 0})
         done["rows"] += stats.rows
         done["sandbox_programs"] += stats.sandbox_programs
+        done["iteration_programs"] += stats.iteration_programs
 
     return shares.share_rollouts(ctx.grpo_learner, ctx.tokenizer, library, ctx.sandbox, rc=ctx.settings.rollout,
                                  cards=cards, reward_config=ctx.settings.reward,
@@ -708,8 +709,8 @@ def _grpo_rollouts(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: Pr
 def _check_round_agreement(ctx: _RunContext, r: int, run_progress: RunProgress, library: LibrarySnapshot) -> None:
     """On a ``jax.distributed`` run: every process's digest of round ``r``'s decisions (the progress
     record, the library kept, this process's RODS files; durations left out) must be process 0's,
-    else :class:`~cocoda_jax.runs.shares.DivergedProcessesError` before the round's checkpoint,
-    library JSON and metrics line are written. The digest is kept for the report."""
+    else :class:`~cocoda_jax.runs.shares.DivergedProcessesError` before the round's end-of-round
+    metrics line, checkpoint and library JSON are written. The digest is kept for the report."""
     if not ctx.distributed:
         return
     rods = read_tree(hosts.host_dir(ctx.workdir) / "rods") if ctx.settings.rods.enabled else {}
@@ -972,8 +973,9 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
 
 def _hosts_summary(ctx: _RunContext, library: LibrarySnapshot) -> dict[str, Any]:
     """Per process (gathered: the same on every process), the GRPO rows it played and the
-    sandbox programs they ran, per round this process ran and in all; the rounds' agreed digests
-    and the final library's sha256."""
+    sandbox programs they ran, per round this process ran (with the programs of the round's whole
+    iterations, which the shares add up to) and in all; the rounds' agreed digests and the final
+    library's sha256."""
     import hashlib
 
     import jax

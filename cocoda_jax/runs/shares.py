@@ -169,10 +169,13 @@ def local_params(params: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class ShareStats:
-    """What one process did for one iteration: its rows and the sandbox programs they ran."""
+    """What one process did for one iteration: its rows and the sandbox programs they ran; and the
+    programs of the whole iteration (its steps that passed the checker: one sandbox program each),
+    which the processes' shares add up to."""
 
     rows: int
     sandbox_programs: int
+    iteration_programs: int = 0
 
 
 def shared_rows(play: Callable[[slice], tuple[list, list, list]], n_rows: int, group_size: int, *,
@@ -223,7 +226,8 @@ def share_rollouts(learner: Any, tokenizer: Any, snapshot: Any, sandbox: Any, *,
         out = shared_rows(play, len(rows), group_size, process_index=p, process_count=n, gather=gather)
         if on_share is not None:
             share = row_share(len(rows), group_size, p, n)
-            on_share(ShareStats(share.stop - share.start, counted.programs))
+            ran = sum(1 for t in out[0] for step in t.steps if step.outcome is not None)
+            on_share(ShareStats(share.stop - share.start, counted.programs, ran))
         return out
 
     return rollouts

@@ -10,12 +10,12 @@ Checked: each process played its 2 of the 8 rows and ran its share of the round'
 end with the same round digest, library and report (durations aside), each wrote its own log file
 and only process 0 the work directory's files.
 
-Against one process: a 1-process run with 4 CPU devices (the same mesh, ``data = 4``) and
-``rollout.host_shards = 4`` samples iteration 1 with the same keys as the 4 processes (shard ``j``
-with ``fold_in(key, j)``, process ``p`` with ``fold_in(key, p)``) on the same row cuts (4 divides the
-4 groups). Its SFT steps reduce the gradients with XLA's in-process all-reduce, the 4 processes with
-gloo's; the comparison asserts that both give the same run (report, digests, library), which holds on
-this box; it is not a guarantee of the design (docs/scale.md, "Shares").
+Against one process: the design makes a P-process iteration equal to the one-process iteration with
+``rollout.host_shards = P`` only on the same params bits; that is checked in one process in
+tests/rl/test_rl_shares.py. Whole runs are not compared here: 4 processes sum the SFT gradients with
+gloo's all-reduce, one process of 4 devices with XLA's in-process one, and their SFT metrics differ in
+the last bits from step 3 on (measured: docs/results/shares_2026-12-05), so equal reports would be a
+coincidence of this job's discrete outcomes, not something the design guarantees.
 """
 
 import json
@@ -76,11 +76,12 @@ def test_four_processes_share_the_rows_and_agree(tmp_path):
     assert [g["process"] for g in hosts["grpo"]] == [0, 1, 2, 3]
     assert [g["rows"] for g in hosts["grpo"]] == [2, 2, 2, 2]  # one group of 2 each
     programs = [g["sandbox_programs"] for g in hosts["grpo"]]
-    total = sum(programs)
-    # a group of 2 rollouts runs at most 2 * max_steps = 8 programs: each share within one group of a
-    # quarter (a process that ran every row would have run all of them)
-    assert total > 2 * JOB["rollout__max_steps"] and all(abs(n - total / 4) <= 2 * JOB["rollout__max_steps"]
-                                                         for n in programs), programs
+    total = hosts["grpo"][0]["rounds"]["1"]["iteration_programs"]  # the round's steps that ran, all rows
+    assert all(g["rounds"]["1"]["iteration_programs"] == total for g in hosts["grpo"])
+    # the shares add up to the round's programs (a process that ran every row would count them all),
+    # each within one group's programs (2 rollouts of at most max_steps steps) of a quarter
+    assert total > 0 and sum(programs) == total, (programs, total)
+    assert all(abs(n - total / 4) <= 2 * JOB["rollout__max_steps"] for n in programs), programs
     for r in reports[1:]:  # every number of the report but the durations (the replay comparison's rule)
         assert replay_differences(reports[0], r) == []
     assert len({o["test_accuracy"] for o in outs}) == 1
@@ -96,11 +97,3 @@ def test_four_processes_share_the_rows_and_agree(tmp_path):
     assert log_1 and (tmp_path / "four" / "logs" / "run.log").read_text()
     on_disk = json.loads((tmp_path / "four" / "report.json").read_text())
     assert on_disk["hosts"] == hosts and on_disk["test_accuracy"] == outs[0]["test_accuracy"]
-
-    one = run_processes(tmp_path / "one", 1, {"config": {**JOB, "rollout__host_shards": 4}, "devices": 4})[0]
-    single = one["report"]
-    assert single["hosts"]["process_count"] == 1 and single["hosts"]["grpo"][0]["rows"] == 8
-    assert single["hosts"]["grpo"][0]["sandbox_programs"] == total  # the shares' programs are the iteration's
-    assert single["hosts"]["round_digests"] == hosts["round_digests"]
-    assert single["hosts"]["library_sha256"] == hosts["library_sha256"]
-    assert replay_differences({**reports[0], "hosts": None}, {**single, "hosts": None}) == []
