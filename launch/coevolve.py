@@ -74,7 +74,10 @@ def main(argv) -> None:
     # the console shows warnings; the full log is workdir/logs/run.log (process i > 0 of a multi-process
     # run: logs/process_<i>.log, from here when the flags name i, else once jax.distributed has told it)
     dist = RunSettings.of(config).distributed
-    route_logs(workdir, process_index=dist.process_id if dist is not None and dist.initialize else 0)
+    if dist is None or not dist.initialize:
+        route_logs(workdir)
+    else:  # the flags give the index with the coordinator; else the cluster tells it (coevolve.run)
+        route_logs(workdir, process_index=dist.process_id if dist.coordinator_address else None)
     report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)
     if _BASELINE.value:
         base_cfg = config.copy_and_resolve_references()

@@ -36,29 +36,33 @@ MOVED = textwrap.dedent('''
     from cocoda_jax.runs.logs import route_logs, route_process_logs
 
     def main(_):
-        route_logs(sys.argv[1])
+        route_logs(sys.argv[1], process_index=None)  # the cluster has not told the index yet
         absl_logging.info("before the index was known")
         path = route_process_logs(sys.argv[1], 2)
         assert path.name == "process_2.log" and route_process_logs(sys.argv[1], 2) == path
         absl_logging.info("after the index was known")
+        absl_logging.warning("a warning line")
 
     app.run(main, argv=sys.argv[:1] + ["--"] + sys.argv[1:])
 ''')
 
 
 def test_a_process_of_a_multi_process_run_logs_to_its_own_file(tmp_path):
+    """Lines logged before the index was known open the process's own file; no other file is written."""
     out = subprocess.run([sys.executable, "-c", MOVED, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    first, own = (tmp_path / "logs" / "run.log").read_text(), (tmp_path / "logs" / "process_2.log").read_text()
-    assert "before the index was known" in first and "after the index was known" not in first
-    assert "after the index was known" in own and "before the index was known" not in own
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["process_2.log"]
+    own = (tmp_path / "logs" / "process_2.log").read_text()
+    assert own.index("before the index was known") < own.index("after the index was known")
+    assert "a warning line" in out.stderr and "index was known" not in out.stderr
 
 
-def test_log_names():
-    from cocoda_jax.runs.logs import log_name
+def test_log_names_and_no_routing_without_route_logs(tmp_path):
+    from cocoda_jax.runs.logs import log_name, route_process_logs
 
     assert (log_name(0), log_name(3)) == ("run.log", "process_3.log")
     import pytest
 
     with pytest.raises(ValueError):
         log_name(-1)
+    assert route_process_logs(tmp_path, 1) is None and not (tmp_path / "logs").exists()
