@@ -418,7 +418,7 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 
 __all__ = [
-    "Evaluation", "Iteration", "RolloutConfig", "Rollouts", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
-    "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
-    "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
+    "Evaluation", "Iteration", "RolloutConfig", "Rollouts", "batch_shards", "demonstration_records",
+    "drops_masked_rows_exactly", "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks",
+    "sft_batch", "sft_phase", "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
 ]

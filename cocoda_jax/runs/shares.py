@@ -204,8 +204,8 @@ def share_rollouts(learner: Any, tokenizer: Any, snapshot: Any, sandbox: Any, *,
     """``grpo_iteration``'s ``rollouts`` for a multi-process run: ``(state, rows, key)`` -> every
     row's (trajectories, token records, reward breakdowns), this process sampling (with
     ``fold_in(key, process_index)``, ``key`` itself on one process, from a local copy of the
-    params), running and scoring its share.
-    ``on_share`` is told this process's rows and sandbox programs."""
+    params), running and scoring its share. ``on_share`` is told this process's rows and sandbox
+    programs and the whole iteration's programs."""
     from cocoda_jax.rl import rewards as R
     from cocoda_jax.rl.rollout import sample_rollouts
 
@@ -215,12 +215,13 @@ def share_rollouts(learner: Any, tokenizer: Any, snapshot: Any, sandbox: Any, *,
     def rollouts(state: Any, rows: Sequence[Any], key: jax.Array) -> tuple[list, list, list]:
         model = _merge(learner.graphdef, local_params(state.params))  # a collective only if sharded
         counted = CountingSandbox(sandbox)
+        share_key = key if n == 1 else jax.random.fold_in(key, p)
 
         def play(share: slice) -> tuple[list, list, list]:
             trajs, records = sample_rollouts(
-                model, tokenizer, rows[share], snapshot, counted, sampling=rc.sampling(),
-                key=key if n == 1 else jax.random.fold_in(key, p), max_steps=rc.max_steps, max_len=rc.max_len, cards=cards,
-                timeout_s=rc.timeout_s, scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
+                model, tokenizer, rows[share], snapshot, counted, sampling=rc.sampling(), key=share_key,
+                max_steps=rc.max_steps, max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s,
+                scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
             return trajs, records, [R.reward(t, snapshot, reward_config) for t in trajs]
 
         out = shared_rows(play, len(rows), group_size, process_index=p, process_count=n, gather=gather)
