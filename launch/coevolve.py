@@ -71,7 +71,13 @@ def main(argv) -> None:
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required (unless --dry_run)")
     workdir = run_path(_WORKDIR.value)  # a local path or a bucket URL (docs/resume.md)
-    route_logs(workdir)  # the console shows warnings; the full log is workdir/logs/run.log
+    # the console shows warnings; the full log is workdir/logs/run.log (process i > 0 of a multi-process
+    # run: logs/process_<i>.log, from here when the flags name i, else once jax.distributed has told it)
+    dist = RunSettings.of(config).distributed
+    if dist is None or not dist.initialize:
+        route_logs(workdir)
+    else:  # the flags give the index with the coordinator; else the cluster tells it (coevolve.run)
+        route_logs(workdir, process_index=dist.process_id if dist.coordinator_address else None)
     report = coevolve.run(config, workdir, progress=_PROGRESS.value, allow_config_change=_ALLOW_CHANGE.value)
     if _BASELINE.value:
         base_cfg = config.copy_and_resolve_references()

@@ -212,6 +212,11 @@ def summarize(trajectories: Sequence[T.Trajectory], snapshot: Any,
 # GRPO
 # ------------------------------------------------------------------------------------------------
 
+#: Plays a GRPO iteration's rows: ``(state, rows, key) -> (trajectories, token records, reward
+#: breakdowns)``, one of each per row, in row order.
+Rollouts = Callable[[TrainState, Sequence[Any], jax.Array],
+                    tuple[Sequence[T.Trajectory], Sequence[TokenRecord], Sequence[R.RewardBreakdown]]]
+
 
 @dataclasses.dataclass(frozen=True)
 class Iteration:
@@ -238,7 +243,8 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
                    reward_config: R.RewardConfig = R.RewardConfig(), ref_params: Any = None,
                    mask_uniform_groups: bool = True, ppo_epochs: int = 1, share_prefix: bool = True,
                    refill: Callable[[int], Sequence[Any]] | None = None, min_informative_groups: int = 0,
-                   max_refills: int = 0) -> tuple[TrainState, dict[str, float], Iteration]:
+                   max_refills: int = 0, rollouts: Rollouts | None = None
+                   ) -> tuple[TrainState, dict[str, float], Iteration]:
     """Samples ``group_size`` rollouts per task with the current planner, scores them with the
     configured reward, and takes one GRPO step on the sampled tokens.
 
@@ -263,29 +269,38 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
     informative groups is a full-size step in a noisy direction (measured: GRPO steps on draws of
     mostly all-fail groups took the dev accuracy from 0.58 to 0.23 in 25 iterations). Every sampled
     group is returned (the curriculum observes them all).
+
+    ``rollouts``: who plays the rows (default: this process samples, runs and scores all of them);
+    a multi-process run passes one that plays this process's share and gathers the others'
+    (:func:`cocoda_jax.runs.shares.share_rollouts`), so every process holds the whole iteration;
+    refills are played the same way.
     """
     if ppo_epochs < 1:
         raise ValueError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
     grpo_cfg = learner.config.grpo
     if grpo_cfg.beta > 0 and ref_params is None:
         raise ValueError("beta > 0 needs the reference params (ref_params)")
-    model = learner.model(state)
 
-    def play(batch_tasks: Sequence[Any], k: int) -> tuple[list[T.Trajectory], list[TokenRecord]]:
-        return sample_rollouts(model, tokenizer, [t for t in batch_tasks for _ in range(group_size)], snapshot,
-                               sandbox, sampling=rc.sampling(), key=key if k == 0 else jax.random.fold_in(key, k),
-                               max_steps=rc.max_steps, max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s,
-                               scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
+    def play(batch_tasks: Sequence[Any], k: int) -> tuple[list, list, list[R.RewardBreakdown]]:
+        expanded = [t for t in batch_tasks for _ in range(group_size)]
+        draw_key = key if k == 0 else jax.random.fold_in(key, k)
+        if rollouts is not None:  # sampled, run and scored in shares, then exchanged
+            trajs, records, breakdowns = rollouts(state, expanded, draw_key)
+            return list(trajs), list(records), list(breakdowns)
+        trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
+                                         sampling=rc.sampling(), key=draw_key, max_steps=rc.max_steps,
+                                         max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s,
+                                         scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
+        return list(trajs), list(records), [R.reward(t, snapshot, reward_config) for t in trajs]
 
-    def score(trajs: Sequence[T.Trajectory]) -> tuple[list[R.RewardBreakdown], np.ndarray, np.ndarray]:
-        breakdowns = [R.reward(t, snapshot, reward_config) for t in trajs]
+    def advantages_of(breakdowns: Sequence[R.RewardBreakdown]) -> tuple[np.ndarray, np.ndarray]:
         totals = np.asarray([b.total for b in breakdowns], np.float32)
         credit = np.asarray([b.credit for b in breakdowns], np.float32)
-        return breakdowns, totals, np.asarray(G.compute_advantages(totals, group_size, grpo_cfg, credit=credit))
+        return totals, np.asarray(G.compute_advantages(totals, group_size, grpo_cfg, credit=credit))
 
     t0 = time.perf_counter()
-    trajs, records = play(tasks, 0)
-    breakdowns, totals, advantages = score(trajs)
+    trajs, records, breakdowns = play(tasks, 0)
+    totals, advantages = advantages_of(breakdowns)
     refills = 0
     while (refill is not None and refills < max_refills
            and int((~uniform_groups(advantages, totals, group_size, grpo_cfg)).sum()) < min_informative_groups):
@@ -293,10 +308,10 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
         more = list(refill(refills))
         if not more:
             break
-        more_trajs, more_records = play(more, refills)
-        trajs, records = list(trajs) + list(more_trajs), list(records) + list(more_records)
-        breakdowns, totals, advantages = score(trajs)  # per group: the earlier groups' values are unchanged
-    rollout_s = time.perf_counter() - t0
+        more_trajs, more_records, more_breakdowns = play(more, refills)
+        trajs, records, breakdowns = trajs + more_trajs, records + more_records, breakdowns + more_breakdowns
+        totals, advantages = advantages_of(breakdowns)  # per group: the earlier groups' values are unchanged
+    rollout_s = time.perf_counter() - t0  # in shares: the exchange included
     length = bucket_length(max(len(r) for r in records), rc.length_multiple, rc.max_len)
     batch = grpo_batch(records, advantages, length, tokenizer.pad_id)
     uniform_group = uniform_groups(advantages, totals, group_size, grpo_cfg)
@@ -442,7 +457,7 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 
 __all__ = [
-    "Evaluation", "Iteration", "RolloutConfig", "batch_shards", "demonstration_records", "drops_masked_rows_exactly",
-    "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks", "sft_batch", "sft_phase",
-    "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
+    "Evaluation", "Iteration", "RolloutConfig", "Rollouts", "batch_shards", "demonstration_records",
+    "drops_masked_rows_exactly", "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks",
+    "sft_batch", "sft_phase", "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
 ]

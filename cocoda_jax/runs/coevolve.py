@@ -64,7 +64,7 @@ from cocoda_jax.rl.rewards import RewardBreakdown
 from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.source import TaskSource
 from cocoda_jax.rods.tracker import tracking_reward
-from cocoda_jax.runs import builders, domains, host_memory, hosts, numerics, rundir, stage0
+from cocoda_jax.runs import builders, domains, host_memory, hosts, logs, numerics, rundir, shares, stage0
 from cocoda_jax.runs.settings import require
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import IncumbentRecord, RunProgress
@@ -164,6 +164,17 @@ class _RunContext:
     demo_traces: dict[tuple[str, str], Trace | trajectory.Trajectory | None] = \
         dataclasses.field(default_factory=dict)
     teacher: TeacherAbstractor | None = None  # built on first use (coevolve.proposers "teacher"/"both")
+    #: Per round this process ran, the GRPO rows it played and the programs they ran in the sandbox
+    #: (a ``jax.distributed`` run only: :func:`_grpo_rollouts`).
+    shares_by_round: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)
+    #: Per round this process ran, the digest of what it decided (a ``jax.distributed`` run only).
+    round_digests: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def distributed(self) -> bool:
+        """A ``jax.distributed`` run (``distributed.initialize``): GRPO plays in shares."""
+        d = self.settings.distributed
+        return d is not None and d.initialize
 
     @property
     def seed(self) -> int:
@@ -435,6 +446,10 @@ def run(config: ml_collections.ConfigDict, workdir: str | Path, *, progress: boo
     workdir = rundir.run_path(workdir)  # a local path or a bucket URL (docs/resume.md)
     workdir.mkdir(parents=True, exist_ok=True)
     builders.maybe_initialize_distributed(settings)
+    if settings.distributed is not None and settings.distributed.initialize:
+        import jax
+
+        logs.route_process_logs(workdir, jax.process_index())  # process i > 0: logs/process_<i>.log
     t_process = time.perf_counter()
     with domains.sandbox_for(settings) as sandbox:
         ctx = _context(config, settings, workdir, sandbox, progress)
@@ -672,7 +687,8 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
             group_size=g.group_size, rc=ctx.settings.rollout, cards=cards,
             key=loop.iteration_key(ctx.seed, it), reward_config=ctx.settings.reward, ref_params=ref,
             mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs, refill=draw,
-            min_informative_groups=g.min_informative_groups, max_refills=g.max_refills)
+            min_informative_groups=g.min_informative_groups, max_refills=g.max_refills,
+            rollouts=_grpo_rollouts(ctx, r, library, cards))
         step += 1
         writer.write(step, {**metrics, "round": r})
         failpoints.hit("grpo/iteration")
@@ -684,6 +700,36 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
                 successes.setdefault((t.task_id, t.program), t)
     return GrpoRound(state, step, tuple(accuracies), tuple(successes.values()), tuple(diagnostics),
                      tuple(sorted(draws.items())))
+
+
+def _grpo_rollouts(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards) -> loop.Rollouts | None:
+    """On a ``jax.distributed`` run, the GRPO iteration's rows played in shares (each process its
+    groups, then exchanged: :mod:`cocoda_jax.runs.shares`), its share counted in
+    ``ctx.shares_by_round[r]``; ``None`` (this process plays every row) otherwise."""
+    if not ctx.distributed:
+        return None
+
+    def count(stats: shares.ShareStats) -> None:
+        done = ctx.shares_by_round.setdefault(r, {"rows": 0, "sandbox_programs": 0, "iteration_programs": 0})
+        done["rows"] += stats.rows
+        done["sandbox_programs"] += stats.sandbox_programs
+        done["iteration_programs"] += stats.iteration_programs
+
+    return shares.share_rollouts(ctx.grpo_learner, ctx.tokenizer, library, ctx.sandbox, rc=ctx.settings.rollout,
+                                 cards=cards, reward_config=ctx.settings.reward,
+                                 group_size=ctx.settings.grpo.group_size, on_share=count)
+
+
+def _check_round_agreement(ctx: _RunContext, r: int, run_progress: RunProgress, library: LibrarySnapshot) -> None:
+    """On a ``jax.distributed`` run: every process's digest of round ``r``'s decisions (the progress
+    record, the library kept, this process's RODS files; durations left out) must be process 0's,
+    else :class:`~cocoda_jax.runs.shares.DivergedProcessesError` before the round's end-of-round
+    metrics line, checkpoint and library JSON are written. The digest is kept for the report."""
+    if not ctx.distributed:
+        return
+    rods = read_tree(hosts.host_dir(ctx.workdir) / "rods") if ctx.settings.rods.enabled else {}
+    ctx.round_digests[r] = shares.check_agreement(
+        f"round {r}", {"progress": run_progress.to_json(), "library": library.to_json(), "rods_files": rods})
 
 
 def mine_and_validate(ctx: _RunContext, r: int, library: LibrarySnapshot, excluded: tuple[Any, ...],
@@ -909,6 +955,7 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         run_progress = record(ctx, r, run_progress, library, kept, mined, refactored, verdict, trained.accuracies,
                               rods_metrics, time.perf_counter() - t_round, stage_s, extra)
         library = kept
+        _check_round_agreement(ctx, r, run_progress, library)
         writer.write(run_progress.global_step, _round_scalars(run_progress.last_record, rods_metrics))
         _save(ctx, run_progress, library, state, ref)
         bar.update(1)
@@ -943,6 +990,8 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
     report = build_report(rounds, sft_accuracy=run_progress.sft_accuracy,
                           final_accuracy=run_progress.last_record.val_accuracy, final_library=library,
                           primitive_names=ctx.primitive_names, wall_s=wall, extra=extra)
+    if ctx.distributed:  # every process's share of the GRPO rows and their sandbox programs
+        report["hosts"] = _hosts_summary(ctx, library)
     failpoints.hit("report/write")
     if hosts.is_primary():
         write_report(report, ctx.workdir / "report.json")
@@ -950,6 +999,25 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
         draw_library(library, ctx.workdir / "plots" / "library_dag.svg", primitive_names=ctx.primitive_names)
         write_html_report(ctx.workdir)  # reads the report, the library JSONs, the metrics and the DAG drawing
     return report
+
+
+def _hosts_summary(ctx: _RunContext, library: LibrarySnapshot) -> dict[str, Any]:
+    """Per process (gathered: the same on every process), the GRPO rows it played and the
+    sandbox programs they ran, per round this process ran (with the programs of the round's whole
+    iterations, which the shares add up to) and in all; the rounds' agreed digests and the final
+    library's sha256."""
+    import hashlib
+
+    import jax
+
+    mine = {str(r): dict(v) for r, v in sorted(ctx.shares_by_round.items())}
+    per_process = shares.allgather_objects(mine)
+    return {"process_count": jax.process_count(),
+            "round_digests": {str(r): d for r, d in sorted(ctx.round_digests.items())},
+            "library_sha256": hashlib.sha256(library.to_json().encode("utf-8")).hexdigest(),
+            "grpo": [{"process": i, "rounds": rounds, "rows": sum(v["rows"] for v in rounds.values()),
+                      "sandbox_programs": sum(v["sandbox_programs"] for v in rounds.values())}
+                     for i, rounds in enumerate(per_process)]}
 
 
 __all__ = ["refresh_selection", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]

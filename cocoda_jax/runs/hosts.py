@@ -1,7 +1,9 @@
 """Who writes on a multi-host run.
 
 Every process runs the whole job (the same seeds give every host the same tasks, rollouts and
-library; the arrays are global across the mesh), and every process takes part in Orbax's checkpoint
+library; the arrays are global across the mesh), except that a GRPO iteration's rollouts are played
+in shares, each process its groups, and exchanged (:mod:`cocoda_jax.runs.shares`); every process
+takes part in Orbax's checkpoint
 writes, which Orbax coordinates. Every other file of the work directory (tokenizer, config.json,
 metrics, library JSON, report, plots, stage 0's demonstrations) is written by the primary process
 (index 0) alone; a process that must read such a file first waits at :func:`sync`. State a process

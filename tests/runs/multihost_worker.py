@@ -1,11 +1,17 @@
-"""One process of the 2-process run of tests/runs/test_runs_multihost.py (run as a script).
+"""One process of the multi-process runs of tests/runs/test_runs_multihost.py and
+tests/runs/test_runs_shares.py (run as a script).
 
-    python tests/runs/multihost_worker.py PROCESS_ID PORT WORKDIR
+    python tests/runs/multihost_worker.py PROCESS_ID PORT WORKDIR [NUM_PROCESSES [OPTIONS_JSON]]
 
 Starts JAX's distributed runtime through the job's own ``config.distributed`` section (a local
-coordinator, 2 processes, one CPU device each, gloo collectives), runs the tiny co-evolution job in
-the shared WORKDIR, and records with an audit hook every file this process opened for writing under
-WORKDIR; prints one JSON line: the report's test accuracy and those paths.
+coordinator, NUM_PROCESSES processes (default 2), gloo collectives, one CPU device each unless
+OPTIONS_JSON says ``"devices"``), runs the tiny co-evolution job in the shared WORKDIR, and records
+with an audit hook every file this process opened for writing under WORKDIR; prints one JSON line:
+the report's test accuracy, the report itself and those paths.
+
+OPTIONS_JSON (a JSON object, all optional): ``"config"``: ``{"section__key": value}`` overrides of
+the tiny config (``coevolve__rounds`` is 1 unless given); ``"devices"``: this process's CPU devices;
+``"logs"``: route the logs as the launcher does (``logs/run.log``, ``logs/process_<i>.log``).
 """
 
 import json
@@ -13,7 +19,9 @@ import os
 import sys
 
 process_id, port, workdir = int(sys.argv[1]), sys.argv[2], os.path.realpath(sys.argv[3])
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+num_processes = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={int(options.get('devices', 1))}"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import jax  # noqa: E402
@@ -40,12 +48,16 @@ def audit(event, args):
 sys.addaudithook(audit)
 
 from cocoda_jax.runs import coevolve  # noqa: E402
+from cocoda_jax.runs.logs import route_logs  # noqa: E402
 from tests.runs.conftest import tiny_config  # noqa: E402
 
-config = tiny_config(coevolve__rounds=1)
-config.mesh.data = -1  # the two processes' devices form one data axis
-config.distributed.update(dict(initialize=True, coordinator_address=f"127.0.0.1:{port}", num_processes=2,
-                               process_id=process_id))
+config = tiny_config(**{"coevolve__rounds": 1, **options.get("config", {})})
+config.mesh.data = -1  # the processes' devices form one data axis
+config.distributed.update(dict(initialize=True, coordinator_address=f"127.0.0.1:{port}",
+                               num_processes=num_processes, process_id=process_id))
+if options.get("logs"):
+    route_logs(workdir, process_index=process_id)
 report = coevolve.run(config, workdir, progress=False)
 print(json.dumps({"process": jax.process_index(), "devices": jax.device_count(),
-                  "test_accuracy": report["test_accuracy"], "written": sorted(written)}), flush=True)
+                  "test_accuracy": report["test_accuracy"], "report": report, "written": sorted(written)},
+                 default=repr), flush=True)

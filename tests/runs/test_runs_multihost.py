@@ -3,7 +3,8 @@ coordinator, gloo collectives, one CPU device each) run the tiny co-evolution jo
 directory. Both finish with the same result, and only process 0 writes the directory's files:
 process 1 writes nothing but its share of Orbax's checkpoints and its own RODS state under
 ``hosts/process_1`` (each process's file writes are recorded by an audit hook in
-``tests/runs/multihost_worker.py``)."""
+``tests/runs/multihost_worker.py``). Each process plays its share of the GRPO groups
+(cocoda_jax/runs/shares.py; tests/runs/test_runs_shares.py runs 4 processes)."""
 
 import json
 import os
@@ -43,6 +44,8 @@ def test_two_processes_finish_and_only_process_0_writes(tmp_path):
     first, second = outs
     assert (first["process"], second["process"]) == (0, 1) and first["devices"] == second["devices"] == 2
     assert first["test_accuracy"] == second["test_accuracy"]
+    hosts = first["report"]["hosts"]  # each process played one of the iteration's 2 groups of 2 rollouts
+    assert second["report"]["hosts"] == hosts and [g["rows"] for g in hosts["grpo"]] == [2, 2]
     for name in ("config.json", "metrics.jsonl", "report.json", "library/round_001.json", "rods/MANIFEST.json"):
         assert name in first["written"]
     assert any(w.startswith("tokenizer") for w in first["written"])
