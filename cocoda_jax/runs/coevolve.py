@@ -637,6 +637,7 @@ class Refactored:
     state: TrainState
     step: int
     traces: tuple[Trace, ...] = ()
+    new: ProgramPairs = ()  # the round's first demonstrations of answer-only tasks, over the incumbent library
 
 
 @dataclasses.dataclass(frozen=True)
@@ -772,16 +773,16 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
     if mined.accepted:
         folded = tuple(fold_all(tr, mined.accepted) for tr in stored_traces(ctx, stored + new, library, cards))
         programs = [(tr.task_id, tr.program()) for tr in folded]
-        refactored = Refactored(tuple(programs), trained.state, trained.step, folded)
+        refactored = Refactored(tuple(programs), trained.state, trained.step, folded, new=new)
     else:
         programs = list(stored + new)
-        refactored = Refactored(tuple(programs), trained.state, trained.step)
+        refactored = Refactored(tuple(programs), trained.state, trained.step, new=new)
     refresh = co.refresh_sft_steps
     if refresh <= 0:
         return refactored
     rng = np.random.default_rng([ctx.seed, 13, r])
-    chosen = refresh_selection(programs, {task for task, _ in new}, [c.name for c in mined.accepted],
-                               co.refresh_demos, rng)
+    chosen = refresh_selection(programs, {task for task, _ in new} | learned_from_reward(ctx.domain, stored),
+                               [c.name for c in mined.accepted], co.refresh_demos, rng, repeats=co.refresh_repeats)
     demos = _sft_demos(ctx, [programs[i] for i in chosen], mined.library, usage_programs=programs)
     if not demos:
         return refactored
@@ -793,17 +794,25 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
                                step=trained.step + refresh)
 
 
+def learned_from_reward(domain: Any, programs: ProgramPairs) -> set[str]:
+    """The tasks of ``programs`` the domain gave no program for: their demonstrations are the
+    planner's own successes, kept by earlier rounds (none when every training task is demonstrated)."""
+    given = getattr(domain, "demonstrated", None)
+    return set() if given is None else {task for task, _ in programs if task not in given}
+
+
 def refresh_selection(programs: Sequence[tuple[str, str]], fresh: set[str], inserted: Sequence[str], budget: int,
-                      rng: np.random.Generator) -> list[int]:
-    """Which demonstrations (indices into ``programs``) a round's refresh trains on, at most ``budget``:
-    those that teach something new (a task in ``fresh``, newly solved; a program calling an ``inserted``
-    composite), at most half the budget while others remain, and a uniform sample of the rest. A
+                      rng: np.random.Generator, *, repeats: int = 1) -> list[int]:
+    """Which demonstrations (indices into ``programs``, an index at most ``repeats`` times) a round's
+    refresh trains on, at most ``budget``: those that teach something new (a task in ``fresh``: solved
+    from reward; a program calling an ``inserted`` composite), each up to ``repeats`` times, at most half
+    the budget while others remain, and a uniform sample of the rest. A
     uniform sample of ~1,500 holds few calls of a new composite; a refresh of nothing else teaches the
     planner to call it everywhere (measured with a 30-step refresh at 1e-3 whose batch was every such
     demonstration: the pair's validation fell from 0.56 to 0.18; docs/experiments.md section O)."""
     calls = tuple(f"{name}(" for name in inserted)
     teaches = [task in fresh or any(c in program for c in calls) for task, program in programs]
-    new_ones = [i for i, t in enumerate(teaches) if t]
+    new_ones = [i for i, t in enumerate(teaches) if t] * repeats
     rest = [i for i, t in enumerate(teaches) if not t]
     room = budget - min(len(rest), budget // 2)
     first = [new_ones[i] for i in rng.choice(len(new_ones), min(room, len(new_ones)), replace=False)]
@@ -865,10 +874,11 @@ def decide(ctx: _RunContext, r: int, incumbent: acceptance.Incumbent, library: L
     return Verdict(outcome, decision, new_incumbent, ev, state, proposal.val_reward, pair_uses)
 
 
-def mechanism(trained: GrpoRound, mined: Mined, verdict: Verdict) -> dict[str, Any]:
+def mechanism(trained: GrpoRound, mined: Mined, refactored: Refactored, verdict: Verdict) -> dict[str, Any]:
     """What a round's learning did, for the report: the share of GRPO rows in groups with all-zero
     advantages, the sampled tokens' entropy (mean over iterations), the summed norm of the
-    optimizer's updates, the tasks drawn per curriculum region, and the composites mined in the
+    optimizer's updates, the tasks drawn per curriculum region, the answer-only tasks solved for the
+    first time (demonstrated from now on, whatever the decision), and the composites mined in the
     round: proposed, validated (inserted into the candidate library), accepted (kept with the pair)
     and their calls in the pair's validation rollouts."""
     def mean(key: str) -> float | None:
@@ -878,6 +888,7 @@ def mechanism(trained: GrpoRound, mined: Mined, verdict: Verdict) -> dict[str, A
     uses = verdict.pair_composite_uses  # the new composites are in the pair's prompts, not the planner alone's
     return {"uniform_group_share": mean("uniform_group_share"), "entropy": mean("grpo/entropy"),
             "update_norm": float(sum(updates)) if updates else None, "rods_draws_by_region": dict(trained.draws),
+            "new_demonstrations": len(refactored.new),
             "composites": {"proposed": len(mined.log.get("proposed", ())), "validated": len(mined.inserted),
                            "accepted": len(mined.inserted) if verdict.outcome is Outcome.ACCEPT else 0,
                            "called_on_validation": int(sum(uses.get(n, 0) for n in mined.inserted))}}
@@ -905,8 +916,17 @@ def record(ctx: _RunContext, r: int, before: RunProgress, previous_library: Libr
     return dataclasses.replace(
         before, round=r, global_step=refactored.step, records=(*before.records, rec),
         decisions=(*before.decisions, verdict.decision.to_record()), incumbent=IncumbentRecord.of(verdict.incumbent),
-        demo_programs=refactored.programs if accepted else before.demo_programs, excluded=mined.excluded,
+        demo_programs=kept_demonstrations(before.demo_programs, refactored, accepted), excluded=mined.excluded,
         rods_metrics=before.rods_metrics if rods_metrics is None else (*before.rods_metrics, rods_metrics))
+
+
+def kept_demonstrations(stored: ProgramPairs, refactored: Refactored, accepted: bool) -> ProgramPairs:
+    """The stored demonstrations after a round: the refactored set when its library is kept; else the
+    incumbent's set joined by the round's first solutions of answer-only tasks, whose programs call
+    only the incumbent library (they were sampled with it in the prompts). Refusing a library does not
+    refuse what the planner found: a success is reward-verified data, and the next refreshes train on it
+    (expert iteration needs it to outlive the round)."""
+    return tuple(refactored.programs) if accepted else (*stored, *refactored.new)
 
 
 def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapshot, state: TrainState, ref: Any,
@@ -947,7 +967,7 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             ctx.demo_traces = dict(zip(refactored.programs, refactored.traces))
         with _timed(stage_s, "curriculum"):
             rods_metrics = tasks.end_epoch(kept)
-        extra = {"mechanism": mechanism(trained, mined, verdict)}
+        extra = {"mechanism": mechanism(trained, mined, refactored, verdict)}
         if ctx.domain.dev:
             with _timed(stage_s, "dev"):
                 extra.update(_dev_fields(ctx, state, kept, refactored.programs if verdict.outcome is Outcome.ACCEPT
@@ -1020,4 +1040,4 @@ def _hosts_summary(ctx: _RunContext, library: LibrarySnapshot) -> dict[str, Any]
                      for i, rounds in enumerate(per_process)]}
 
 
-__all__ = ["refresh_selection", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]
+__all__ = ["kept_demonstrations", "learned_from_reward", "refresh_selection", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]

@@ -474,10 +474,15 @@ class CoevolveSettings(_Section):
     # a round's successes on tasks without a stored demonstration join the stored demonstrations (and
     # the refresh): what the planner solved from reward alone is demonstrated from then on
     keep_successes: bool = False
+    # copies of each demonstration the refresh counts as new (a round's new composites' uses, tasks
+    # solved from reward alone) it may train on, within half of ``refresh_demos``: one success per
+    # undemonstrated structure is a handful of rows among thousands unless it is repeated
+    refresh_repeats: int = 1
 
     def __post_init__(self) -> None:
         self._int("rounds", 0)
         self._bool("keep_successes")
+        self._int("refresh_repeats", 1)
         self._int("probation_iterations", 0)
         self._bool("mine_in_rounds")
         self._str("proposers", choices=PROPOSERS)

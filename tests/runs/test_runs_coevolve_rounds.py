@@ -89,8 +89,10 @@ def test_growth_that_does_not_pay_keeps_the_grpo_planner_without_its_refresh(mon
     # the new composite's calls are counted where it was in the prompts: the pair's rollouts
     assert verdict.pair_composite_uses == {"grow": 3} and verdict.evaluation.composite_uses == {}
     mined = coevolve.Mined(library=frozenset(), inserted=("grow",), log={"proposed": ["grow"]})
-    assert coevolve.mechanism(coevolve.GrpoRound("s", 1, (0.5,), ()), mined, verdict)["composites"] == {
-        "proposed": 1, "validated": 1, "accepted": 0, "called_on_validation": 3}
+    refactored = coevolve.Refactored(programs=(), state="refreshed", step=12, new=(("t9", "answer = n0"),))
+    mech = coevolve.mechanism(coevolve.GrpoRound("s", 1, (0.5,), ()), mined, refactored, verdict)
+    assert mech["composites"] == {"proposed": 1, "validated": 1, "accepted": 0, "called_on_validation": 3}
+    assert mech["new_demonstrations"] == 1
     # without the rule the pair is accepted and the planner alone is never evaluated
     verdict, evaluated = _decide_with_scores(monkeypatch, scores,
                                              AcceptanceConfig(tolerance=0.04, growth_must_pay=False))
@@ -151,3 +153,14 @@ def test_a_rounds_successes_on_undemonstrated_tasks_join_the_stored_demonstratio
                   ("t2", "answer = e(n0)\n"))]
     assert coevolve._new_demonstrations(stored, successes) == (("t2", "answer = c(n0)\n"), ("t3", "answer = d(n0)\n"))
     assert coevolve._new_demonstrations(stored, []) == ()
+
+
+def test_a_refused_round_keeps_its_new_solutions_and_an_accepted_one_its_refactored_set():
+    stored = (("t1", "answer = a(n0)\n"),)
+    new = (("t2", "answer = c(n0)\n"),)
+    refactored = coevolve.Refactored(programs=(("t1", "answer = grow(n0)\n"), ("t2", "answer = grow(n0)\n")),
+                                     state="s", step=3, new=new)
+    assert coevolve.kept_demonstrations(stored, refactored, accepted=False) == stored + new
+    assert coevolve.kept_demonstrations(stored, refactored, accepted=True) == refactored.programs
+    nothing_new = dataclasses.replace(refactored, new=())
+    assert coevolve.kept_demonstrations(stored, nothing_new, accepted=False) == stored
