@@ -59,8 +59,8 @@ def get_config() -> ml_collections.ConfigDict:
 
     # Stage 3: co-evolution rounds; each round's last 3 GRPO iterations are the new composites' probation,
     # and the planner's own solutions of answer-only tasks join the demonstrations (docs/acceptance.md).
-    override(c, "coevolve", rounds=3, rho=0.8, frozen_library=False, refresh_sft_steps=10, refresh_demos=256,
-             refresh_learning_rate=3e-5, probation_iterations=3, keep_successes=True,
+    override(c, "coevolve", rounds=3, rho=0.8, frozen_library=False, refresh_sft_steps=120, refresh_demos=2048,
+             refresh_learning_rate=3e-4, probation_iterations=3, keep_successes=True,
              abstractor=dict(max_candidates=4), acceptance=dict(tolerance=0.04))
 
     # RODS: the task curriculum (on by default; docs/design.md).
