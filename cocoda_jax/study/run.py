@@ -43,6 +43,7 @@ from typing import Any
 
 import ml_collections
 
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import xla_cache as xla_cache_lib
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import gather as gather_lib
@@ -273,6 +274,27 @@ def _in_child(runner: Runner, config: ml_collections.ConfigDict, workdir: Path, 
     return report, time.perf_counter() - t0
 
 
+def finished_report(study_config: ml_collections.ConfigDict, workdir: Path, arm: A.Arm, seed: int
+                    ) -> dict[str, Any] | None:
+    """The report of a cell that finished in an earlier invocation, or ``None``. A cell finished under
+    another config (the study's config file or configs/default.py changed since) is a ConfigError naming
+    the changed keys: reusing it would put two settings in one table."""
+    from cocoda_jax import checkpoint as ckpt  # here: the study's own process stays light
+    from cocoda_jax.runs import rundir
+
+    cdir = cell_dir(workdir, arm.name, seed)
+    if not (cdir / "report.json").exists():
+        return None
+    saved_path = cdir / rundir.RUN_CONFIG
+    if saved_path.exists():
+        current = ckpt.to_jsonable(A.cell_config(study_config.run, arm, seed).to_dict(), "config")
+        changed = rundir.run_identity_changes(json.loads(saved_path.read_text()), current)
+        if changed:
+            raise ConfigError(f"{cdir} finished under another config than the study's now: " + "; ".join(changed)
+                              + ". Use a fresh --workdir (or move the cell away to run it again)")
+    return json.loads((cdir / "report.json").read_text())
+
+
 def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]],
                   runner: Runner, log: Callable[[str], None], workers: int, threads_per_worker: int | None,
                   times: dict[str, float], reports: dict[tuple[str, int], Mapping[str, Any]],
@@ -283,9 +305,9 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
     times_path = workdir / "cell_times.json"
     todo: list[tuple[int, A.Arm, int]] = []
     for i, (arm, seed) in enumerate(cells, 1):
-        report_path = cell_dir(workdir, arm.name, seed) / "report.json"
-        if report_path.exists():
-            report = reports[(arm.name, seed)] = json.loads(report_path.read_text())
+        report = finished_report(study_config, workdir, arm, seed)
+        if report is not None:
+            reports[(arm.name, seed)] = report
             log(f"[{i}/{n}] {arm.name}/seed_{seed}: done before (test_acc={report['test_accuracy']:.3f})")
         else:
             todo.append((i, arm, seed))
@@ -450,9 +472,9 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
         for i, (arm, seed) in enumerate(cells, 1):
             key = f"{arm.name}/seed_{seed}"
             cdir = cell_dir(workdir, arm.name, seed)
-            report_path = cdir / "report.json"
-            if report_path.exists():
-                report = reports[(arm.name, seed)] = json.loads(report_path.read_text())
+            report = finished_report(study_config, workdir, arm, seed)
+            if report is not None:
+                reports[(arm.name, seed)] = report
                 log(f"[{i}/{len(cells)}] {key}: done before (test_acc={report['test_accuracy']:.3f})")
                 continue
             config = A.cell_config(study_config.run, arm, seed)
@@ -537,5 +559,5 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
     return {"seeds": list(seeds), "n_test": int(n_test), "arms": out_arms, "wall_s": float(wall_s)}
 
 
-__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "run_study", "summarize", "task_depths",
+__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "finished_report", "run_study", "summarize", "task_depths",
            "task_structures"]

@@ -158,3 +158,27 @@ def test_eta_prices_the_cells_left_by_arm_weight():
 def test_eta_weights_come_from_the_arms_and_skip_unknown_ones():
     pairs = R._weighted({"large_frozen/seed_13": 1200.0, "cocoda/seed_13": 400.0, "retired_arm/seed_13": 9.0})
     assert sorted(pairs) == sorted([(1200.0, A.get("large_frozen").weight), (400.0, A.get("cocoda").weight)])
+
+
+def test_a_cell_finished_under_another_config_is_refused_not_reused(tmp_path):
+    from cocoda_jax import checkpoint as ckpt
+    from cocoda_jax.errors import ConfigError
+
+    calls = []
+    fake = _fake_runner(calls)
+
+    def runner(config, workdir):  # writes config.json as a run does
+        report = fake(config, workdir)
+        (workdir / "config.json").write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config")))
+        return report
+
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 50
+    run = dict(arms=["cocoda"], seeds=[13], runner=runner, depth_fn=_depths, log=lambda _: None)
+    R.run_study(cfg, tmp_path, **run)
+    R.run_study(cfg, tmp_path, **run)  # the same config: reused
+    assert len(calls) == 1
+    cfg.run.coevolve.refresh_sft_steps += 1  # e.g. configs/default.py changed since
+    with pytest.raises(ConfigError, match="coevolve.refresh_sft_steps"):
+        R.run_study(cfg, tmp_path, **run)
+    assert len(calls) == 1
