@@ -36,6 +36,10 @@ def test_report_has_the_required_keys_and_files(full):
     # configs/chaos.py has no stage-1 mining: round 1 mines a composite from GRPO's successes
     assert report["per_round"][0]["composites"] == 0 and report["per_round"][1]["inserted"]
     assert report["library"]["composites"] >= 1 and report["library"]["max_depth"] >= 1
+    # the composites' calls in the test rollouts: only the final library's composites, counted
+    names = {c["name"] for c in report["composites"]}
+    uses = report["test_composite_uses"]
+    assert set(uses) <= names and all(isinstance(n, int) and n > 0 for n in uses.values())
     for name in ("library.png", "accuracy.png", "tool_calls.png", "composite_share.png", "retrieval_tokens.png",
                  "library_dag.svg"):
         assert (wd / "plots" / name).stat().st_size > 0, name
