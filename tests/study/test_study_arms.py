@@ -13,7 +13,11 @@ def test_registry_names_and_availability():
     assert A.names() == ("cocoda", "sft_only", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off",
                          "large_frozen", "direct", "no_ctd", "rods_random")
     assert A.select(None) == tuple(A.get(n) for n in A.names())
-    assert [a.name for a in A.ARMS if not a.in_presets] == ["growth_tolerant"]  # diagnostic: only when named
+    assert [a.name for a in A.ARMS if not a.in_presets] == ["sft_matched", "growth_tolerant"]  # only when named
+    # the SFT budget of the default main job in all: stage 2's steps and every round's refresh
+    co = default.get_config().coevolve
+    assert A.get("sft_matched").overrides["sft.steps"] == default.get_config().sft.steps + co.rounds * co.refresh_sft_steps
+    assert A.prefix_key(A.get("sft_matched")) != ()  # its own stages 1-2
     assert A.select(["growth_tolerant"]) == (A.get("growth_tolerant"),)
     assert A.prefix_key(A.get("growth_tolerant")) == ()  # stage 3 only: shares cocoda's prefix
     assert A.prefix_key(A.get("no_gar")) == ()  # the reward: round 0 restated on resume
