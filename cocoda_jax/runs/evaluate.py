@@ -97,6 +97,7 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
             "domain_seed": settings.domain.get("seed") if domain_seed is None else int(domain_seed),
             "checkpoint_step": restored.step, "accuracy": evaluation.accuracy, "n": len(tasks),
             "library_size": len(library), "outcomes": evaluation.outcomes(),
+            "composite_uses": dict(sorted(evaluation.composite_uses.items())),
             "retrieval": builders.retrieval_summary(cards, tasks, evaluation, tok, settings.rollout)}
 
 

@@ -21,6 +21,7 @@ def test_the_last_checkpoint_scores_what_the_report_says(tiny_run):
     assert result["outcomes"] == report["test_outcomes"]
     assert result["accuracy"] == pytest.approx(report["test_accuracy"])
     assert result["n"] == len(report["test_outcomes"])
+    assert result["composite_uses"] == report["test_composite_uses"]  # the same rollouts, the same calls
 
 
 def test_an_earlier_checkpoint_and_a_dev_set_are_scored_and_compare_by_task(tiny_run, tmp_path):
