@@ -12,3 +12,20 @@ SLOW_OK_S = 30.0
 def sandbox():
     with Sandbox(workers=2, timeout_s=SLOW_OK_S, memory_mb=512) as sb:
         yield sb
+
+
+@pytest.fixture(scope="module")
+def bfcl_library():
+    """The BFCL domain's primitive library (its API functions)."""
+    from third_party.benchmarks import bfcl_domain
+
+    return bfcl_domain.primitive_library()
+
+
+@pytest.fixture(scope="module")
+def bfcl_sandbox():
+    """A sandbox whose workers hold BFCL's stateful environment."""
+    from third_party.benchmarks import bfcl_domain
+
+    with Sandbox(workers=2, timeout_s=20.0, environment=bfcl_domain.plugin()) as sb:
+        yield sb

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from cocoda_jax.coevolve.validate import play_programs
-from cocoda_jax.execution import Sandbox
 from cocoda_jax.rl import trajectory as T
 from third_party.benchmarks import bfcl as loader
 from third_party.benchmarks import bfcl_domain as D
@@ -16,14 +15,13 @@ PER_CATEGORY = 6
 
 
 @pytest.fixture(scope="module")
-def library():
-    return D.primitive_library()
+def library(bfcl_library):
+    return bfcl_library
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout_s=20.0, environment=D.plugin()) as sb:
-        yield sb
+def sandbox(bfcl_sandbox):
+    return bfcl_sandbox
 
 
 @pytest.fixture(scope="module")
