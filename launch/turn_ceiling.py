@@ -3,15 +3,26 @@ task depth, how many held-out tasks fit ``rollout.max_steps`` turns from the pri
 with stage 1's warm library (no planner: the most composition can add).
 
     python -m launch.turn_ceiling --preset=deep --seeds=13,42 --json_out=/tmp/ceiling.json
+
+With ``--run_dirs``, the same count for finished runs (a main job's workdir, a study cell): each
+run's domain and turn limit, with the library of its newest checkpoint, beside the planner's own
+accuracy per category from its report.json (what the planner took of what the library put in reach):
+
+    python -m launch.turn_ceiling --run_dirs=/tmp/study/cocoda/seed_13,/tmp/study/sft_matched/seed_13
 """
 
 from __future__ import annotations
 
-from absl import app, flags
+import json
 
+from absl import app, flags
+from etils import epath
+
+from cocoda_jax import checkpoint as ckpt
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.execution import Sandbox
 from cocoda_jax.study import arms
-from cocoda_jax.study.ceiling import turn_ceilings
+from cocoda_jax.study.ceiling import library_ceilings, turn_ceilings
 from configs import study as study_config
 from launch.output import emit_json
 
@@ -24,10 +35,31 @@ def _define_flags() -> None:
     flags.DEFINE_list("seeds", None, "Seeds (default: the preset's).")
     flags.DEFINE_enum("split", "test", ["val", "test"], "The held-out split.")
     flags.DEFINE_string("json_out", None, "Also write the JSON here.")
+    flags.DEFINE_list("run_dirs", None, "Finished runs: the ceiling with each one's final library instead "
+                                        "of a preset's warm one.")
+
+
+def run_ceiling(run_dir: str, sandbox: Sandbox, split: str) -> dict:
+    """The ceiling with ``run_dir``'s newest checkpoint's library, and the run's test accuracy per
+    category (when its report.json has one and ``split`` is test)."""
+    root = epath.Path(run_dir)
+    if not (root / "checkpoints").is_dir():
+        raise ConfigError(f"{run_dir} holds no checkpoints directory")
+    restored = ckpt.restore(root / "checkpoints", None, None)
+    out = library_ceilings(dict(restored.config), sandbox, restored.payloads["library"], split)
+    report = root / "report.json"
+    if split == "test" and report.exists():
+        out["planner_accuracy"] = json.loads(report.read_text()).get("test_per_category")
+    out["step"] = restored.step
+    return out
 
 
 def main(argv):
     del argv
+    if FLAGS.run_dirs:
+        with Sandbox(workers=2, timeout_s=10.0) as sandbox:
+            emit_json({"runs": {d: run_ceiling(d, sandbox, FLAGS.split) for d in FLAGS.run_dirs}}, FLAGS.json_out)
+        return
     study = study_config.get_config(FLAGS.preset)
     seeds = [int(s) for s in (FLAGS.seeds or study.seeds)]
     out = {"preset": FLAGS.preset, "per_seed": {}}

@@ -1,5 +1,6 @@
 """The turn-limit ceiling: the share of held-out tasks a perfect planner could solve within
-``rollout.max_steps`` turns with the primitives alone, and with stage 1's warm library.
+``rollout.max_steps`` turns with the primitives alone, with stage 1's warm library, and with the
+library a run ended with (:func:`library_ceilings`: what the rounds' composites made reachable).
 
 Where composition must matter is where the first is low and the second high: a
 task whose gold program needs more calls than the turn limit allows is unsolvable from primitives
@@ -16,6 +17,7 @@ from typing import Any
 from cocoda_jax.coevolve.abstractor import fold_all
 from cocoda_jax.coevolve.rounds import warm_library
 from cocoda_jax.coevolve.traces import Trace, gold_trace
+from cocoda_jax.coevolve.validate import refactor_trace
 from cocoda_jax.runs import domains
 from cocoda_jax.runs.settings import RunSettings
 
@@ -49,4 +51,25 @@ def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, A
             "ceiling_warm_library": total["fit_warm_library"] / max(total["tasks"], 1)}
 
 
-__all__ = ["turn_ceilings", "turns"]
+def library_ceilings(config: Any, sandbox: Any, library: Any, split: str = "test") -> dict[str, Any]:
+    """Per task depth (the domain's category) and overall: tasks, and how many fit the turn limit once
+    their gold programs call ``library``'s composites (each use of a straight-line composite folded
+    into one call, :func:`~cocoda_jax.coevolve.validate.refactor_trace`). With a run's final library
+    beside the warm one, the gap between the two is what the rounds' composites put within reach; the
+    run's own accuracy per category says how much of it the planner took."""
+    settings = RunSettings.of(config)
+    domain = domains.build_domain(settings, sandbox)
+    limit = settings.rollout.max_steps
+    rows: dict[str, dict[str, int]] = {}
+    for task in getattr(domain, split):
+        row = rows.setdefault(str(domain.categories(task)) if domain.categories else domain.name,
+                              {"tasks": 0, "fit_library": 0})
+        row["tasks"] += 1
+        row["fit_library"] += turns(refactor_trace(gold_trace(task), library)) <= limit
+    total = {k: sum(r[k] for r in rows.values()) for k in ("tasks", "fit_library")}
+    composites = [name for name in library.topological_order() if library.is_composite(name)]
+    return {"split": split, "max_steps": limit, "composites": composites, "per_category": dict(sorted(rows.items())),
+            "all": total, "ceiling_library": total["fit_library"] / max(total["tasks"], 1)}
+
+
+__all__ = ["library_ceilings", "turn_ceilings", "turns"]
