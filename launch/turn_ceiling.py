@@ -33,7 +33,7 @@ def _define_flags() -> None:
     """Defined only when run as a program: ``preset``/``seeds`` are launch.study's names too."""
     flags.DEFINE_enum("preset", "deep", list(study_config.PRESETS), "The study preset whose run config to use.")
     flags.DEFINE_list("seeds", None, "Seeds (default: the preset's).")
-    flags.DEFINE_enum("split", "test", ["val", "test"], "The held-out split.")
+    flags.DEFINE_enum("split", "test", ["val", "dev", "test"], "The held-out split (dev: a run's n_dev tasks).")
     flags.DEFINE_string("json_out", None, "Also write the JSON here.")
     flags.DEFINE_list("run_dirs", None, "Finished runs: the ceiling with each one's final library instead "
                                         "of a preset's warm one.")
