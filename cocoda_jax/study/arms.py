@@ -35,9 +35,9 @@ Why each available arm's overrides do what the name says (read from the code, no
   format has no literal answer step), the SFT demonstrations are ``answer = state_answer(<gold>)``,
   ``rollout.max_steps=1`` and no cards (``retrieval.mode="none"``): the planner must write the answer's
   digits itself, through the same checker, sandbox, verifier, GRPO and RODS as every other arm.
-* ``sft_matched`` (diagnostic, run only when named): ``sft.steps=560`` and ``coevolve.rounds=0``: the
-  stage-2 planner given the SFT steps the default main job takes in all (stage 2's 200 and three rounds'
-  120-step refreshes), on its own cosine schedule; what the rounds add beyond more SFT.
+* ``sft_matched`` (diagnostic, run only when named): ``sft.steps=1280`` and ``coevolve.rounds=0``: the
+  stage-2 planner given the SFT steps the default main job takes in all (stage 2's 560 and three rounds'
+  240-step refreshes), on its own cosine schedule; what the rounds add beyond more SFT.
 * ``growth_tolerant`` (diagnostic, run only when named): ``coevolve.acceptance.growth_must_pay=False``:
   the main job without the rule that a grown library must score at least the round's planner
   alone; it measures what that rule changes. (Not quite the rule before it: a refused pair now falls
@@ -105,9 +105,9 @@ ARMS: tuple[Arm, ...] = (
     Arm("rods_random", "RODS's pool, synthesis and retirement, but tasks drawn uniformly from the live pool",
         {"rods.selection": "uniform"}),
     # diagnostic (not in the presets): the SFT planner trained for as many SFT steps as the main job takes in
-    # all (200 + 3 rounds x 120 refresh steps at the default preset): is what the rounds add more than SFT?
-    Arm("sft_matched", "sft_only with the main job's whole SFT budget (560 steps: stage 2's 200 and the three "
-        "rounds' 120-step refreshes), no round", {"sft.steps": 560, "coevolve.rounds": 0}, in_presets=False,
+    # all (560 + 3 rounds x 240 refresh steps at the default preset): is what the rounds add more than SFT?
+    Arm("sft_matched", "sft_only with the main job's whole SFT budget (1,280 steps: stage 2's 560 and the three "
+        "rounds' 240-step refreshes), no round", {"sft.steps": 1280, "coevolve.rounds": 0}, in_presets=False,
         weight=0.4),
     # diagnostic (not in the presets): the main job with ``growth_must_pay`` off
     Arm("growth_tolerant", "cocoda, but a grown library is accepted inside the tolerance even when the round's "
