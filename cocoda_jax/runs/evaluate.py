@@ -15,8 +15,9 @@ generator keeps the choice off the run's own test split (which is reported once)
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,52 @@ def dev_tasks(settings: RunSettings, sandbox: Any, domain: domains.Domain, split
     return [t for t in getattr(domains.build_domain(other, sandbox), split) if t.question not in seen]
 
 
+@dataclasses.dataclass(frozen=True)
+class OpenedRun:
+    """A finished run at one checkpoint, ready to play: its settings and rebuilt domain, the library
+    and stored demonstrations of the checkpoint, the prompt cards they make, the tokenizer, the
+    learner and its restored state, and the sandbox (open while :func:`open_run`'s block runs)."""
+
+    run_dir: Path
+    step: int
+    settings: RunSettings
+    domain: domains.Domain
+    sandbox: Any
+    library: Any
+    programs: tuple[tuple[str, str], ...]
+    cards: Any
+    tokenizer: Any
+    learner: Any
+    state: Any
+    tasks_by_id: dict[str, Any]  # every split's tasks (dev included), by id
+
+    def model(self) -> Any:
+        """The planner at this checkpoint (what the samplers take)."""
+        return self.learner.model(self.state)
+
+
+@contextlib.contextmanager
+def open_run(run_dir: str | Path, step: int | None = None) -> Iterator[OpenedRun]:
+    """``run_dir`` at checkpoint ``step`` (None: the last), for scoring or probing it in a script or a
+    notebook: nothing is re-trained; the domain is rebuilt from the run's own config, the prompt cards
+    from the checkpoint's library and stored demonstrations. The sandbox closes when the block ends."""
+    run_dir = Path(run_dir)
+    restored = _checkpoint(run_dir, step)
+    settings = RunSettings.parse(restored.config)  # the config the run was saved with
+    with domains.sandbox_for(settings) as sandbox:
+        domain = domains.build_domain(settings, sandbox)
+        library = restored.payloads["library"]
+        by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test, *domain.dev)}
+        programs = tuple(tuple(p) for p in restored.payloads["progress"]["demo_programs"] if p[0] in by_id)
+        cards = builders.prompt_cards(library, settings.retrieval, programs, {i: by_id[i].question for i, _ in programs})
+        tok = builders.tokenizer_for(run_dir, (), settings.model.vocab_size, settings.model.hf_checkpoint)
+        mesh = builders.mesh_of(settings)
+        learner = builders.grpo_learner(builders.build_planner(settings, tok.vocab_size, mesh), settings, mesh)
+        state, _ = rundir.restore_state(run_dir, learner, restored.step, with_ref=False)
+        yield OpenedRun(run_dir, restored.step, settings, domain, sandbox, library, programs, cards, tok, learner, state,
+                        by_id)
+
+
 def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequence[str] | None = None,
                  limit: int = 0, step: int | None = None, domain_seed: int | None = None) -> dict[str, Any]:
     """Greedy accuracy of the run's planner and library at checkpoint ``step`` (None: the last) on
@@ -57,17 +104,14 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
     outcome (``outcomes``: id -> 1 if verified, for paired comparisons); ``categories`` keeps only
     those, ``limit`` at most that many tasks per category (0: all); ``domain_seed``: score on that
     seed's dev set instead (:func:`dev_tasks`)."""
-    run_dir = Path(run_dir)
     if split not in ("val", "test"):
         raise ValueError(f"split must be 'val' or 'test', got {split!r}")
-    restored = _checkpoint(run_dir, step)
-    settings = RunSettings.parse(restored.config)  # the config the run was saved with
-    with domains.sandbox_for(settings) as sandbox:
-        domain = domains.build_domain(settings, sandbox)
+    with open_run(run_dir, step) as run:
+        settings, domain = run.settings, run.domain
         if domain_seed is None:
             tasks = list(getattr(domain, split))
         else:
-            tasks = dev_tasks(settings, sandbox, domain, split, domain_seed)
+            tasks = dev_tasks(settings, run.sandbox, domain, split, domain_seed)
         category_of = domain.categories or (lambda t: domain.name)
         if categories:
             unknown = sorted(set(categories) - {category_of(t) for t in tasks})
@@ -82,23 +126,15 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
                     counts[category_of(t)] += 1
                     kept.append(t)
             tasks = kept
-        library = restored.payloads["library"]
-        by_id = {str(t.id): t for t in (*domain.train, *domain.val, *domain.test)}
-        programs = [tuple(p) for p in restored.payloads["progress"]["demo_programs"] if p[0] in by_id]
-        cards = builders.prompt_cards(library, settings.retrieval, programs, {i: by_id[i].question for i, _ in programs})
-        tok = builders.tokenizer_for(run_dir, (), settings.model.vocab_size, settings.model.hf_checkpoint)
-        mesh = builders.mesh_of(settings)
-        learner = builders.grpo_learner(builders.build_planner(settings, tok.vocab_size, mesh), settings, mesh)
-        state, _ = rundir.restore_state(run_dir, learner, restored.step, with_ref=False)
-        evaluation = L.evaluate(learner.model(state), tok, tasks, library, sandbox, settings.rollout,
-                                cards=cards, reward_config=settings.reward, seed=settings.seed)
+        evaluation = L.evaluate(run.model(), run.tokenizer, tasks, run.library, run.sandbox, settings.rollout,
+                                cards=run.cards, reward_config=settings.reward, seed=settings.seed)
     per = domains.per_category(domain, tasks, evaluation) or {domain.name: {"n": len(tasks), "accuracy": evaluation.accuracy}}
-    return {"per_category": per, "policy": "planner", "run_dir": str(run_dir), "split": split,
+    return {"per_category": per, "policy": "planner", "run_dir": str(Path(run_dir)), "split": split,
             "domain_seed": settings.domain.get("seed") if domain_seed is None else int(domain_seed),
-            "checkpoint_step": restored.step, "accuracy": evaluation.accuracy, "n": len(tasks),
-            "library_size": len(library), "outcomes": evaluation.outcomes(),
+            "checkpoint_step": run.step, "accuracy": evaluation.accuracy, "n": len(tasks),
+            "library_size": len(run.library), "outcomes": evaluation.outcomes(),
             "composite_uses": dict(sorted(evaluation.composite_uses.items())),
-            "retrieval": builders.retrieval_summary(cards, tasks, evaluation, tok, settings.rollout)}
+            "retrieval": builders.retrieval_summary(run.cards, tasks, evaluation, run.tokenizer, settings.rollout)}
 
 
-__all__ = ["dev_tasks", "evaluate_run"]
+__all__ = ["OpenedRun", "dev_tasks", "evaluate_run", "open_run"]

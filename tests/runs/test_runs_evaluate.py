@@ -61,3 +61,19 @@ def test_a_missing_checkpoint_and_a_bad_split_are_clear_errors(tiny_run, tmp_pat
         evaluate_run(tmp_path)
     with pytest.raises(ValueError, match="split"):
         evaluate_run(wd, split="train")
+
+
+def test_an_opened_run_holds_the_checkpoints_library_demonstrations_and_planner(tiny_run):
+    from cocoda_jax.runs.evaluate import open_run
+    wd, report, _ = tiny_run
+    saved = ckpt.restore(wd / "checkpoints")
+    with open_run(wd) as run:
+        assert run.step == saved.step == ckpt.all_steps(wd / "checkpoints")[-1]
+        assert run.library.to_json() == saved.payloads["library"].to_json()
+        assert list(run.programs) == [tuple(p) for p in saved.payloads["progress"]["demo_programs"]]
+        d = run.domain
+        assert set(run.tasks_by_id) == {str(t.id) for t in (*d.train, *d.val, *d.test, *d.dev)}
+        assert run.sandbox is not None and run.model() is not None
+    with pytest.raises(ConfigError, match="no checkpoint 999999"):
+        with open_run(wd, 999999):
+            pass
