@@ -1,6 +1,6 @@
 """The embedded default of the main job (``launch/coevolve.py``): the tiny planner on synthetic math,
-on the CPU, in minutes (13 min 18 s on 2 cores shared with another job, docs/experiments.md section P;
-6 min 58 s on 2 idle cores before the rounds' refresh grew to 120 steps, section M).
+on the CPU, in minutes (about 14 min on 2 cores, 20 min on one: docs/experiments.md section Q; 6 min 58 s
+on 2 idle cores before stage 2 and the rounds' refresh grew, section M).
 
 It starts from every section's declared defaults (``cocoda_jax.runs.settings.default_config``: each
 default has one home, its section's dataclass) and sets what has no default and what this run
