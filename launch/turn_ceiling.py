@@ -18,9 +18,9 @@ import json
 from absl import app, flags
 from etils import epath
 
-from cocoda_jax import checkpoint as ckpt
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.execution import Sandbox
+from cocoda_jax.runs import rundir
 from cocoda_jax.study import arms
 from cocoda_jax.study.ceiling import library_ceilings, turn_ceilings
 from configs import study as study_config
@@ -43,9 +43,9 @@ def run_ceiling(run_dir: str, sandbox: Sandbox, split: str) -> dict:
     """The ceiling with ``run_dir``'s newest checkpoint's library, and the run's test accuracy per
     category (when its report.json has one and ``split`` is test)."""
     root = epath.Path(run_dir)
-    if not (root / "checkpoints").is_dir():
-        raise ConfigError(f"{run_dir} holds no checkpoints directory")
-    restored = ckpt.restore(root / "checkpoints", None, None)
+    restored = rundir.latest_checkpoint(root)
+    if restored is None:
+        raise ConfigError(f"{run_dir} holds no checkpoint")
     out = library_ceilings(dict(restored.config), sandbox, restored.payloads["library"], split)
     report = root / "report.json"
     if split == "test" and report.exists():

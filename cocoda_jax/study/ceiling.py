@@ -12,6 +12,7 @@ a planner achieves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cocoda_jax.coevolve.abstractor import fold_all
@@ -27,6 +28,22 @@ def turns(trace: Trace) -> int:
     return len(trace.program().strip().splitlines())
 
 
+def _fit_counts(domain: Any, split: str, limit: int,
+                shorteners: dict[str, Callable[[Trace], Trace]]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Per category (the domain's, else its name) and overall: ``tasks``, and for each named way of
+    rewriting a gold program, how many of ``split``'s tasks then fit ``limit`` turns."""
+    rows: dict[str, dict[str, int]] = {}
+    for task in getattr(domain, split):
+        gold = gold_trace(task)
+        row = rows.setdefault(str(domain.categories(task)) if domain.categories else domain.name,
+                              {"tasks": 0, **{k: 0 for k in shorteners}})
+        row["tasks"] += 1
+        for key, shorten in shorteners.items():
+            row[key] += turns(shorten(gold)) <= limit
+    total = {k: sum(r[k] for r in rows.values()) for k in ("tasks", *shorteners)}
+    return dict(sorted(rows.items())), total
+
+
 def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, Any]:
     """Per task depth (the domain's category) and overall: tasks, and how many fit the turn limit
     with the primitives and with the warm library; the warm library's composites, in order."""
@@ -36,17 +53,10 @@ def turn_ceilings(config: Any, sandbox: Any, split: str = "test") -> dict[str, A
                         rounds=settings.warm.rounds, config=settings.coevolve.abstractor)
     composites = [c for o in warm.rounds for c in o.candidates if c.name in {t.name for t in o.result.accepted}]
     limit = settings.rollout.max_steps
-    rows: dict[str, dict[str, int]] = {}
-    for task in getattr(domain, split):
-        gold = gold_trace(task)
-        row = rows.setdefault(str(domain.categories(task)) if domain.categories else domain.name,
-                              {"tasks": 0, "fit_primitives": 0, "fit_warm_library": 0})
-        row["tasks"] += 1
-        row["fit_primitives"] += turns(gold) <= limit
-        row["fit_warm_library"] += turns(fold_all(gold, composites)) <= limit
-    total = {k: sum(r[k] for r in rows.values()) for k in ("tasks", "fit_primitives", "fit_warm_library")}
+    rows, total = _fit_counts(domain, split, limit, {"fit_primitives": lambda gold: gold,
+                                                     "fit_warm_library": lambda gold: fold_all(gold, composites)})
     return {"split": split, "max_steps": limit, "composites": [c.name for c in composites],
-            "per_category": dict(sorted(rows.items())), "all": total,
+            "per_category": rows, "all": total,
             "ceiling_primitives": total["fit_primitives"] / max(total["tasks"], 1),
             "ceiling_warm_library": total["fit_warm_library"] / max(total["tasks"], 1)}
 
@@ -60,15 +70,9 @@ def library_ceilings(config: Any, sandbox: Any, library: Any, split: str = "test
     settings = RunSettings.of(config)
     domain = domains.build_domain(settings, sandbox)
     limit = settings.rollout.max_steps
-    rows: dict[str, dict[str, int]] = {}
-    for task in getattr(domain, split):
-        row = rows.setdefault(str(domain.categories(task)) if domain.categories else domain.name,
-                              {"tasks": 0, "fit_library": 0})
-        row["tasks"] += 1
-        row["fit_library"] += turns(refactor_trace(gold_trace(task), library)) <= limit
-    total = {k: sum(r[k] for r in rows.values()) for k in ("tasks", "fit_library")}
+    rows, total = _fit_counts(domain, split, limit, {"fit_library": lambda gold: refactor_trace(gold, library)})
     composites = [name for name in library.topological_order() if library.is_composite(name)]
-    return {"split": split, "max_steps": limit, "composites": composites, "per_category": dict(sorted(rows.items())),
+    return {"split": split, "max_steps": limit, "composites": composites, "per_category": rows,
             "all": total, "ceiling_library": total["fit_library"] / max(total["tasks"], 1)}
 
 

@@ -75,5 +75,5 @@ def test_a_finished_run_is_measured_with_its_own_library_beside_its_accuracy(tin
 def test_a_directory_without_checkpoints_is_a_config_error(tmp_path, sandbox):
     from cocoda_jax.errors import ConfigError
     from launch.turn_ceiling import run_ceiling
-    with pytest.raises(ConfigError, match="no checkpoints"):
+    with pytest.raises(ConfigError, match="holds no checkpoint"):
         run_ceiling(str(tmp_path), sandbox, "test")
