@@ -42,6 +42,10 @@ Why each available arm's overrides do what the name says (read from the code, no
   the main job without the rule that a grown library must score at least the round's planner
   alone; it measures what that rule changes. (Not quite the rule before it: a refused pair now falls
   back to the planner before the refresh, where it used to fall back to the refreshed planner.)
+* ``search_cards`` (diagnostic, run only when named): ``retrieval.cards="search"``: no question-level
+  cards in the prompt; the planner's ``search(...)`` step is its only way to the library
+  (``docs/actions.md``), in the demonstrations, GRPO's rollouts and the evaluations alike. Stages 1-2
+  differ from ``cocoda``'s (the demonstrations show the step), so the arm runs its own prefix.
 * ``large_frozen``: ``model.preset="tiny_x4"`` (``models/config.py``: tiny at twice the width,
   4.0x its non-embedding parameters) with ``coevolve.frozen_library=True``.
 """
@@ -113,6 +117,9 @@ ARMS: tuple[Arm, ...] = (
     Arm("growth_tolerant", "cocoda, but a grown library is accepted inside the tolerance even when the round's "
         "planner alone scores higher (growth_must_pay off; a refused pair still falls back to the pre-refresh planner)",
         {"coevolve.acceptance.growth_must_pay": False}, in_presets=False),
+    # diagnostic (not in the presets): planner-issued retrieval instead of question-level cards
+    Arm("search_cards", "cocoda, but the planner asks for its tools with search(...) instead of reading "
+        "question-level cards", {"retrieval.cards": "search"}, in_presets=False, weight=1.2),
 )
 
 _BY_NAME = {a.name: a for a in ARMS}
