@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from cocoda_jax.retrieval.rankers import BM25Ranker
+from cocoda_jax.retrieval.rankers import BM25Ranker, words
 
 _CALL = re.compile(r"=\s*([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 
@@ -86,6 +86,20 @@ class UsageIndex:
             for tool in self.records[i].tools:
                 out[tool] = out.get(tool, 0.0) + float(scores[i]) / total
         return out
+
+    def expanded_texts(self, names: Sequence[str], texts: Sequence[str]) -> list[str]:
+        """Each tool's text followed by the distinct content words (sorted) of every record that calls
+        it: document expansion from the same evidence the votes read. The votes need a question's
+        *neighbours* to share its words; an expanded record lets one word of a new phrasing reach a tool
+        whose solved questions used that word anywhere. Each word counts once per tool, so a tool called
+        by many records does not outweigh one called by few (BM25's length term sees the vocabulary, not
+        the call count). A tool no record calls keeps its text."""
+        vocab: dict[str, set[str]] = {}
+        for r in self.records:
+            seen = set(words(r.question))
+            for tool in r.tools:
+                vocab.setdefault(tool, set()).update(seen)
+        return [t if n not in vocab else f"{t} {' '.join(sorted(vocab[n]))}" for n, t in zip(names, texts)]
 
 
 __all__ = ["UsageIndex", "UsageRecord", "program_tools"]

@@ -20,7 +20,8 @@ Writes ``{"domain", "split", "k", "queries", "library_size", "full_bare_list_tok
 names, one per line, the ``bare`` card style), to hold against ``full_bare_list_tokens``.
 
 ``--ranker`` (default ``hybrid``: BM25 plus the dual encoder of :mod:`cocoda_jax.retrieval.encoder`,
-trained here on the library's cards and the usage records) adds ``typed_dag_ranked``, ``flat_ranker``,
+trained here on the library's cards and the usage records; ``expanded``: BM25 over each card followed by
+the words of the solved training questions that call the tool; not for BFCL) adds ``typed_dag_ranked``, ``flat_ranker``,
 ``flat_ranker_usage`` and ``raptor`` (:class:`cocoda_jax.retrieval.baselines.RaptorTree`), every one
 ranked by that ranker; ``--ablation`` adds one ``ablate_<stage>`` row per stage of the ranked cascade
 switched off or changed (:data:`DOMAIN_ABLATIONS`); ``--ranker=none`` gives the rows above only.
@@ -102,10 +103,12 @@ _DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's question
 _SPLIT = flags.DEFINE_enum("split", "val", ["val", "test"], "Which held-out questions (--domain mode).")
 _HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "config.domain.heldout (--domain mode).")
 _GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
-_RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid"],
+_RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid", "expanded"],
                             "--domain mode: the ranker that stands for the LM's choice in the optional-aware cascade, "
                             "flat_ranker and the RAPTOR tree (encoder: the dual encoder trained here on the cards and "
-                            "usage records; hybrid: BM25 + encoder); 'none': the signature cascade and BM25 only.")
+                            "usage records; hybrid: BM25 + encoder; expanded: BM25 over each card followed by the "
+                            "words of the solved training questions that call the tool; not for "
+                            "--domain=bfcl); 'none': the signature cascade and BM25 only.")
 _ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row per cascade stage switched off.")
 _ENCODER_SEED = flags.DEFINE_integer("encoder_seed", 0, "--domain mode: the dual encoder's seed.")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
@@ -261,7 +264,10 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
 
         from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder, train_ensemble
 
-        if ranker != "bm25":
+        if ranker == "expanded":
+            from cocoda_jax.retrieval.rankers import BM25Ranker
+            index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
+        elif ranker != "bm25":
             t0 = time.perf_counter()
             pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
             enc_config = EncoderConfig(steps=150, card_views=12, seed=encoder_seed)  # chosen on the val split
@@ -333,6 +339,8 @@ def main(argv):
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value
+        if ranker == "expanded":
+            raise app.UsageError("--ranker=expanded is not wired for --domain=bfcl (its usage records live in the BFCL bench)")
         _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL, ranker=ranker,
                               ablation=_ABLATION.value))
         return

@@ -87,6 +87,18 @@ def test_domain_questions_recall_and_cost_models():
     assert m["typed_dag"]["all_gold_found"] > m["typed_dag_no_usage"]["all_gold_found"]
 
 
+def test_domain_questions_with_the_expanded_ranker():
+    """``ranker="expanded"`` registers BM25 over the usage-expanded cards and every ranked row uses it;
+    on training wording the expanded flat ranker finds at least what flat BM25 over the cards finds."""
+    r = bench_retrieval.domain_questions("synthetic_math", "val", 8, 24, 0, default_counter(), n_train=300,
+                                         ranker="expanded")
+    m = r["methods"]
+    assert r["ranker"] == "expanded" and "encoder" not in r
+    assert {"typed_dag_ranked", "flat_ranker", "flat_ranker_usage", "raptor"} <= set(m)
+    assert m["flat_ranker"]["all_gold_found"] >= m["flat"]["all_gold_found"]
+    assert m["flat_ranker"]["gold_recall"] > m["flat"]["gold_recall"]
+
+
 def test_launcher_writes_aligned_json_and_plot(tmp_path):
     import json
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from cocoda_jax.coevolve.validate import gold_tool_sets
 from cocoda_jax.data import synthetic_math as sm
+from cocoda_jax.retrieval.rankers import BM25Ranker
 from cocoda_jax.retrieval.synthetic_library import with_distractors
 from cocoda_jax.retrieval.usage import UsageIndex, program_tools
 from cocoda_jax.rl import loop as L
@@ -96,6 +97,24 @@ def test_usage_votes():
     assert idx.votes("apples and pears", 5, exclude="a") == {}
     assert program_tools("x0 = percent_of(n0, n1)\nx1 = subtract(n1, x0)\nanswer = x1") == {"percent_of", "subtract"}
     assert UsageIndex([]).votes("anything") == {}
+
+
+def test_expanded_texts_carry_the_words_of_the_questions_that_call_a_tool():
+    idx = UsageIndex.from_programs([("a", "x0 = add(n0, n1)\nanswer = x0"), ("b", "x0 = add(n0, n1)\nanswer = x0"),
+                                    ("c", "x0 = mean(n0)\nanswer = x0")],
+                                   {"a": "Tom adds apples and pears", "b": "apples plus plums",
+                                    "c": "the average of the scores"})
+    names, texts = ("add", "mean", "round"), ("Add a and b.", "The mean of xs.", "Round x.")
+    out = idx.expanded_texts(names, texts)
+    assert out[2] == "Round x."  # no record calls it
+    assert out[0].startswith("Add a and b. ") and out[1].startswith("The mean of xs. ")
+    added = out[0][len("Add a and b. "):].split()
+    assert added == sorted(set(added)) and "appl" in added and "plum" in added  # each (stemmed) word once
+    assert "scor" not in out[0] and "scor" in out[1]
+    # a word only the records used now reaches the tool, which its own text never named
+    ranker = BM25Ranker(names, out)
+    assert ranker.rank("plums", limit=1)[0][0] == "add"
+    assert BM25Ranker(names, texts).scores("plums").max() == 0
 
 
 def _all_found(tasks, snapshot, cfg, usage):
