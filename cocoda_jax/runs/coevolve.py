@@ -209,6 +209,9 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
     its three learners."""
     domain = stage0.demonstrated(settings, workdir, sandbox, domains.build_domain(settings, sandbox),
                                  show_progress=show_progress)
+    if settings.rods.seed_start >= len(domain.train):  # before any training, not when the rounds start
+        raise ConfigError(f"config.rods.seed_start={settings.rods.seed_start} is past the domain's "
+                          f"{len(domain.train)} training tasks")
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.demonstrations)
     if settings.retrieval.cards != "question":  # the BPE also sees the search steps the demonstrations write
@@ -228,10 +231,11 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
 
 
 def _task_source(ctx: _RunContext, library: LibrarySnapshot) -> TaskSource:
-    """GRPO's tasks: the RODS curriculum over the first ``rods.n_seeds`` training tasks, its state
-    under this process's ``rods/`` (a static draw from them with ``rods.curriculum`` unset)."""
+    """GRPO's tasks: the RODS curriculum over ``rods.n_seeds`` training tasks from ``rods.seed_start``
+    on, its state under this process's ``rods/`` (a static draw from them with ``rods.curriculum`` unset)."""
     rods = ctx.settings.rods
-    return TaskSource.open(ctx.domain.train[:rods.n_seeds], rods.curriculum, hosts.host_dir(ctx.workdir),
+    seeds = ctx.domain.train[rods.seed_start:rods.seed_start + rods.n_seeds]
+    return TaskSource.open(seeds, rods.curriculum, hosts.host_dir(ctx.workdir),
                            run_seed=ctx.seed, library=library, sandbox=ctx.sandbox, background=rods.background,
                            selection=rods.selection, tasks_per_iteration=ctx.settings.grpo.tasks_per_iteration)
 

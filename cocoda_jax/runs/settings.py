@@ -504,7 +504,10 @@ class CoevolveSettings(_Section):
 @dataclasses.dataclass(frozen=True)
 class RodsSettings(_Section):
     """``config.rods``: the curriculum switch, the seed tasks, the background synthesis, what the
-    tracker reads (``signal``) and the thresholds."""
+    tracker reads (``signal``) and the thresholds. The seeds are ``n_seeds`` training tasks from
+    index ``seed_start`` on: at 0 they are the first ones, which SFT trained on when they are
+    demonstrated; past the demonstrations (``domain.n_train`` above what ``sft.n_demos`` takes) GRPO
+    draws instances SFT never saw."""
 
     SECTION = "rods"
     SUBSECTIONS = {"thresholds": RodsConfig}
@@ -515,10 +518,12 @@ class RodsSettings(_Section):
     thresholds: RodsConfig
     signal: str = "reward"
     selection: str = "priority"  # "uniform": the rods_random ablation (cocoda_jax.rods.curriculum.SELECTIONS)
+    seed_start: int = 0
 
     def __post_init__(self) -> None:
         self._bool("enabled")
         self._int("n_seeds", 1)
+        self._int("seed_start", 0)
         self._bool("background")
         if not isinstance(self.thresholds, RodsConfig):
             raise ConfigError(f"config.rods.thresholds must be a section parsed as RodsConfig, got {self.thresholds!r}")

@@ -108,6 +108,23 @@ def test_probation_must_leave_iterations_before_the_mining(tmp_path):
     assert not (tmp_path / "run" / "checkpoints").exists()  # refused before anything was written
 
 
+def test_rods_seeds_start_where_the_config_says(tmp_path):
+    """``rods.seed_start``: GRPO's seed tasks are ``n_seeds`` training tasks from that index on (past
+    SFT's demonstrations, instances it never trained on); past the training tasks it is refused before
+    anything is written."""
+    config = tiny_config(rods__seed_start=24, coevolve__rounds=1)
+    coevolve.run(config, tmp_path / "run", progress=False)
+    pools = sorted((tmp_path / "run" / "rods").glob("pool_*.json"))
+    seeds = [i["task_id"] for i in json.loads(pools[-1].read_text())["items"] if i["origin"] == "seed"]
+    train = coevolve.domains.build_domain(config, None).train
+    assert seeds == [str(t.id) for t in train[24:24 + config.rods.n_seeds]]
+    with pytest.raises(ConfigError, match="rods.seed_start=48 is past the domain's 48 training tasks"):
+        coevolve.run(tiny_config(rods__seed_start=48), tmp_path / "past", progress=False)
+    assert not (tmp_path / "past" / "checkpoints").exists()
+    with pytest.raises(ConfigError, match="seed_start"):
+        coevolve.run(tiny_config(rods__seed_start=-1), tmp_path / "negative", progress=False)
+
+
 def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
     report = coevolve.run(tiny_config(coevolve__frozen_library=True, rods__enabled=False, coevolve__rounds=1),
                           tmp_path, progress=False)
