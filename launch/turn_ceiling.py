@@ -6,7 +6,8 @@ with stage 1's warm library (no planner: the most composition can add).
 
 With ``--run_dirs``, the same count for finished runs (a main job's workdir, a study cell): each
 run's domain and turn limit, with the library of its newest checkpoint, beside the planner's own
-accuracy per category from its report.json (what the planner took of what the library put in reach):
+accuracy per category from its report.json (what the planner took of what the library put in reach;
+on test, and with ``--split=dev`` the last round's kept pair on the dev tasks):
 
     python -m launch.turn_ceiling --run_dirs=/tmp/study/cocoda/seed_13,/tmp/study/sft_matched/seed_13
 """
@@ -40,16 +41,21 @@ def _define_flags() -> None:
 
 
 def run_ceiling(run_dir: str, sandbox: Sandbox, split: str) -> dict:
-    """The ceiling with ``run_dir``'s newest checkpoint's library, and the run's test accuracy per
-    category (when its report.json has one and ``split`` is test)."""
+    """The ceiling with ``run_dir``'s newest checkpoint's library, and the run's accuracy per category
+    on the split when its report.json has it: test, or dev (the last round's kept pair). None for val:
+    a round's validation figures are its proposal's, which acceptance may have refused."""
     root = epath.Path(run_dir)
     restored = rundir.latest_checkpoint(root)
     if restored is None:
         raise ConfigError(f"{run_dir} holds no checkpoint")
     out = library_ceilings(dict(restored.config), sandbox, restored.payloads["library"], split)
     report = root / "report.json"
-    if split == "test" and report.exists():
-        out["planner_accuracy"] = json.loads(report.read_text()).get("test_per_category")
+    if report.exists():
+        summary = json.loads(report.read_text())
+        if split == "test":
+            out["planner_accuracy"] = summary.get("test_per_category")
+        elif split == "dev" and summary.get("per_round"):
+            out["planner_accuracy"] = summary["per_round"][-1].get("dev_per_category")
     out["step"] = restored.step
     return out
 

@@ -70,6 +70,10 @@ def test_a_finished_run_is_measured_with_its_own_library_beside_its_accuracy(tin
         assert 0 <= row["fit_library"] <= row["tasks"] == report["test_per_category"][cat]["n"]
     final = json.loads(sorted((workdir / "library").glob("round_*.json"))[-1].read_text())
     assert set(out["composites"]) == {t["name"] for t in final["tools"] if t["calls"]}
+    dev = run_ceiling(str(workdir), sandbox, "dev")  # the kept pair's dev accuracy, from the last round
+    assert dev["split"] == "dev" and dev["planner_accuracy"] == report["per_round"][-1]["dev_per_category"]
+    assert dev["planner_accuracy"] and set(dev["per_category"]) >= set(dev["planner_accuracy"])
+    assert "planner_accuracy" not in run_ceiling(str(workdir), sandbox, "val")
 
 
 def test_a_directory_without_checkpoints_is_a_config_error(tmp_path, sandbox):
