@@ -93,7 +93,9 @@ class UsageIndex:
         *neighbours* to share its words; an expanded record lets one word of a new phrasing reach a tool
         whose solved questions used that word anywhere. Each word counts once per tool, so a tool called
         by many records does not outweigh one called by few (BM25's length term sees the vocabulary, not
-        the call count). A tool no record calls keeps its text."""
+        the call count). A tool no record calls keeps its text. For questions outside the records only:
+        a training question's own words are already in its tools' texts (the votes' ``exclude`` has no
+        counterpart here)."""
         vocab: dict[str, set[str]] = {}
         for r in self.records:
             seen = set(words(r.question))
