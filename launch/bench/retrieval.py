@@ -203,20 +203,17 @@ DOMAIN_ABLATIONS = {
 }
 
 
-def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
-                     grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
-                     ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1) -> dict:
-    """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
-    cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
-    the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``."""
+def domain_library(domain: str, seed: int, heldout: str = "instances", n_queries: int = 200, n_train: int = 2000,
+                   grow_library_to: int = 0):
+    """The ``--domain`` mode's setup: the default config's domain at ``seed`` (``n_queries`` validation and
+    test questions), stage 1's warm library over its first ``sft.n_demos`` demonstrations, and the usage
+    index of the refactored demonstrations. Returns ``(domain, warm, usage, warm seconds)``."""
     from configs import default
     from cocoda_jax.coevolve.abstractor import AbstractorConfig
     from cocoda_jax.coevolve.rounds import warm_library
     from cocoda_jax.coevolve.traces import gold_trace
-    from cocoda_jax.coevolve.validate import gold_tool_sets
     from cocoda_jax.execution import Sandbox
     from cocoda_jax.retrieval.usage import UsageIndex
-    from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
     from cocoda_jax.runs import domains, settings
 
     config = default.get_config()
@@ -230,9 +227,22 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
         warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds),
                             config=settings.section(config.coevolve, "abstractor", AbstractorConfig))
         warm_s = time.perf_counter() - t0
-    snap = warm.snapshot
     usage = UsageIndex.from_programs([(tr.task_id, tr.program()) for tr in warm.traces],
                                      {str(t.id): t.question for t in dom.train})
+    return dom, warm, usage, warm_s
+
+
+def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
+                     grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
+                     ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1) -> dict:
+    """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
+    cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
+    the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``."""
+    from cocoda_jax.coevolve.validate import gold_tool_sets
+    from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
+
+    dom, warm, usage, warm_s = domain_library(domain, seed, heldout, n_queries, n_train, grow_library_to)
+    snap = warm.snapshot
     index = RetrievalIndex.build(snap, counter)
     tree = baselines.TextTree(index, seed=seed)
     tasks = list(dom.val if split == "val" else dom.test)

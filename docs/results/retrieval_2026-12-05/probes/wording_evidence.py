@@ -16,16 +16,10 @@ import json
 import re
 import sys
 
-from cocoda_jax.coevolve.abstractor import AbstractorConfig
-from cocoda_jax.coevolve.rounds import warm_library
-from cocoda_jax.coevolve.traces import gold_trace
 from cocoda_jax.coevolve.validate import gold_tool_sets
-from cocoda_jax.execution import Sandbox
 from cocoda_jax.retrieval.cascade import RetrievalIndex
 from cocoda_jax.retrieval.tokens import TokenCounter
-from cocoda_jax.retrieval.usage import UsageIndex
-from cocoda_jax.runs import domains, settings
-from configs import default
+from launch.bench.retrieval import domain_library
 
 STOP = set("a an the of and at for in on to is that it its by with each every this how what many much does do "
            "are be as from per they them their then there he she his her was were has have had into out up "
@@ -37,16 +31,8 @@ def words(text: str) -> set[str]:
 
 
 def main(n_queries: int = 128) -> None:
-    config = default.get_config()
-    config.domain.update(dict(heldout="wording", n_val=n_queries, n_test=n_queries))
-    with Sandbox(workers=2) as sandbox:
-        dom = domains.build_domain(config, sandbox)
-        traces = [gold_trace(t) for t in dom.train[:int(config.sft.n_demos)]]
-        warm = warm_library(traces, dom.library, sandbox, rounds=int(config.warm.rounds),
-                            config=settings.section(config.coevolve, "abstractor", AbstractorConfig))
+    dom, warm, usage, _ = domain_library("synthetic_math", 0, "wording", n_queries)
     snap = warm.snapshot
-    usage = UsageIndex.from_programs([(tr.task_id, tr.program()) for tr in warm.traces],
-                                     {str(t.id): t.question for t in dom.train})
     index = RetrievalIndex.build(snap, TokenCounter.from_config(None))
     card_words = {n: words(t) for n, t in zip(index.names, index.texts)}
     usage_words: dict[str, set[str]] = {}
