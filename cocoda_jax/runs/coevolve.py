@@ -181,6 +181,15 @@ class _RunContext:
         return self.settings.seed
 
     @property
+    def rounds_seed(self) -> int:
+        """The seed of stage 3's randomness: ``seed``, or with ``coevolve.replicate`` r > 0 one drawn
+        from (seed, r), below 2**20 so that the refresh's ``seed * 1000 + round`` stays a 32-bit seed."""
+        r = self.settings.coevolve.replicate
+        if r == 0:
+            return self.seed
+        return int(np.random.SeedSequence([self.seed, r]).generate_state(1)[0]) % (1 << 20)
+
+    @property
     def frozen_library(self) -> bool:
         """The baseline: no warm library, no mining (``coevolve.frozen_library``)."""
         return self.settings.coevolve.frozen_library
@@ -236,7 +245,7 @@ def _task_source(ctx: _RunContext, library: LibrarySnapshot) -> TaskSource:
     rods = ctx.settings.rods
     seeds = ctx.domain.train[rods.seed_start:rods.seed_start + rods.n_seeds]
     return TaskSource.open(seeds, rods.curriculum, hosts.host_dir(ctx.workdir),
-                           run_seed=ctx.seed, library=library, sandbox=ctx.sandbox, background=rods.background,
+                           run_seed=ctx.rounds_seed, library=library, sandbox=ctx.sandbox, background=rods.background,
                            selection=rods.selection, tasks_per_iteration=ctx.settings.grpo.tasks_per_iteration)
 
 
@@ -690,7 +699,7 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
         state, metrics, iteration = loop.grpo_iteration(
             ctx.grpo_learner, state, ctx.tokenizer, draw(0), library, ctx.sandbox,
             group_size=g.group_size, rc=ctx.settings.rollout, cards=cards,
-            key=loop.iteration_key(ctx.seed, it), reward_config=ctx.settings.reward, ref_params=ref,
+            key=loop.iteration_key(ctx.rounds_seed, it), reward_config=ctx.settings.reward, ref_params=ref,
             mask_uniform_groups=g.mask_uniform_groups, ppo_epochs=g.ppo_epochs, refill=draw,
             min_informative_groups=g.min_informative_groups, max_refills=g.max_refills,
             rollouts=_grpo_rollouts(ctx, r, library, cards))
@@ -784,14 +793,14 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
     refresh = co.refresh_sft_steps
     if refresh <= 0:
         return refactored
-    rng = np.random.default_rng([ctx.seed, 13, r])
+    rng = np.random.default_rng([ctx.rounds_seed, 13, r])
     chosen = refresh_selection(programs, {task for task, _ in new} | learned_from_reward(ctx.domain, stored),
                                [c.name for c in mined.accepted], co.refresh_demos, rng, repeats=co.refresh_repeats)
     demos = _sft_demos(ctx, [programs[i] for i in chosen], mined.library, usage_programs=programs)
     if not demos:
         return refactored
     sft_state = loop.sft_phase(ctx.refresh_learner, ctx.refresh_learner.state_from_params(trained.state.params),
-                               demos, steps=refresh, batch_size=ctx.settings.sft.batch_size, seed=ctx.seed * 1000 + r,
+                               demos, steps=refresh, batch_size=ctx.settings.sft.batch_size, seed=ctx.rounds_seed * 1000 + r,
                                rc=ctx.settings.rollout, pad_id=ctx.tokenizer.pad_id,
                                on_step=lambda *_: failpoints.hit("refresh/step"))
     return dataclasses.replace(refactored, state=ctx.grpo_learner.state_from_params(sft_state.params),

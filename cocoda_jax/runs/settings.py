@@ -478,9 +478,14 @@ class CoevolveSettings(_Section):
     # solved from reward alone) it may train on, within half of ``refresh_demos``: one success per
     # undemonstrated structure is a handful of rows among thousands unless it is repeated
     refresh_repeats: int = 1
+    # 0: the rounds' randomness (GRPO's sampling, RODS's draw and synthesis, the refresh's batches) comes
+    # from ``seed``; r > 0: from a seed derived from (seed, r), so the rounds are an independent replicate
+    # after the same stages 1-2: what two runs of one method differ by (the study's null arm)
+    replicate: int = 0
 
     def __post_init__(self) -> None:
         self._int("rounds", 0)
+        self._int("replicate", 0)
         self._bool("keep_successes")
         self._int("refresh_repeats", 1)
         self._int("probation_iterations", 0)

@@ -46,6 +46,11 @@ Why each available arm's overrides do what the name says (read from the code, no
   cards in the prompt; the planner's ``search(...)`` step is its only way to the library
   (``docs/actions.md``), in the demonstrations, GRPO's rollouts and the evaluations alike. Stages 1-2
   differ from ``cocoda``'s (the demonstrations show the step), so the arm runs its own prefix.
+* ``cocoda_replicate`` (diagnostic, run only when named): ``coevolve.replicate=1``: the main job's
+  stages 1-2 (shared with ``cocoda`` at a seed) and rounds with the same settings drawing their
+  randomness from another seed (``runs/coevolve.py`` ``rounds_seed``). Nothing about the method
+  differs, so its delta to ``cocoda`` is what the rounds' chance alone gives: a delta of another
+  arm no larger than this one's says nothing about the arm.
 * ``large_frozen``: ``model.preset="tiny_x4"`` (``models/config.py``: tiny at twice the width,
   4.0x its non-embedding parameters) with ``coevolve.frozen_library=True``.
 """
@@ -120,6 +125,11 @@ ARMS: tuple[Arm, ...] = (
     # diagnostic (not in the presets): planner-issued retrieval instead of question-level cards
     Arm("search_cards", "cocoda, but the planner asks for its tools with search(...) instead of reading "
         "question-level cards", {"retrieval.cards": "search"}, in_presets=False, weight=1.2),
+    # diagnostic (not in the presets): the null arm. Its delta to cocoda is what run-to-run chance alone
+    # gives an arm, the yardstick for every other arm's delta
+    Arm("cocoda_replicate", "cocoda again from the same stages 1-2, its rounds under another random stream "
+        "(GRPO's sampling, RODS's draw, the refresh's batches): what chance alone moves", {"coevolve.replicate": 1},
+        in_presets=False),
 )
 
 _BY_NAME = {a.name: a for a in ARMS}
@@ -129,7 +139,8 @@ _BY_NAME = {a.name: a for a in ARMS}
 #: ``reward.*`` is among them: stages 1-2 never read the reward, and round 0's record, which reports the
 #: validation reward, is measured again under the cell's own reward when a cell resumes from a prefix
 #: saved under another (``runs/coevolve.py``, ``_round0_under_this_reward``).
-STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "coevolve.rounds", "rods.", "reward.")
+STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "coevolve.rounds", "coevolve.replicate", "rods.",
+               "reward.")
 
 
 def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:

@@ -125,6 +125,23 @@ def test_rods_seeds_start_where_the_config_says(tmp_path):
         coevolve.run(tiny_config(rods__seed_start=-1), tmp_path / "negative", progress=False)
 
 
+def test_a_replicate_reruns_the_rounds_under_other_chance_after_the_same_stages(tmp_path):
+    """``coevolve.replicate``: stages 1-2 are the run's own (round 0's record is the same), the rounds
+    draw their tasks and samples from another stream; a negative value is refused before training."""
+    reports = [coevolve.run(tiny_config(coevolve__rounds=1, coevolve__replicate=r), tmp_path / f"r{r}",
+                            progress=False) for r in (0, 1)]
+    def round0(report):
+        return {k: v for k, v in report["per_round"][0].items() if k not in ("wall_s", "stage_s")}
+
+    assert round0(reports[0]) == round0(reports[1])
+    assert reports[0]["accuracy"]["per_round"][0] == reports[1]["accuracy"]["per_round"][0]
+    pools = [json.loads(sorted((tmp_path / f"r{r}" / "rods").glob("pool_*.json"))[-1].read_text()) for r in (0, 1)]
+    assert pools[0] != pools[1]  # RODS drew and tracked other tasks
+    with pytest.raises(ConfigError, match="replicate"):
+        coevolve.run(tiny_config(coevolve__replicate=-1), tmp_path / "negative", progress=False)
+    assert not (tmp_path / "negative" / "checkpoints").exists()
+
+
 def test_the_frozen_baseline_keeps_the_primitives(tmp_path):
     report = coevolve.run(tiny_config(coevolve__frozen_library=True, rods__enabled=False, coevolve__rounds=1),
                           tmp_path, progress=False)
