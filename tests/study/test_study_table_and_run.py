@@ -56,14 +56,17 @@ def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
     assert "elapsed with 1 worker(s)" in lines[-1]
     assert set(study) == {"seeds", "n_test", "arms", "wall_s"}
     assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test
-    keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "per_depth_delta",
-            "available"}
+    keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "delta_seed_t95",
+            "per_depth_delta", "available"}
     for name in ("cocoda", "frozen_library"):
         a = study["arms"][name]
         assert set(a) == keys and a["available"] is True
         assert a["ci95"][0] <= a["test_acc"] <= a["ci95"][1]
         assert len(a["per_seed"]) == 2 and set(a["per_depth"]) == {"1", "2"}
     assert study["arms"]["cocoda"]["delta_vs_cocoda"] == 0.0 and study["arms"]["cocoda"]["delta_ci95"] == [0.0, 0.0]
+    assert study["arms"]["cocoda"]["delta_seed_t95"] == [0.0, 0.0]
+    fz_t = study["arms"]["frozen_library"]["delta_seed_t95"]  # the t interval over the two seeds' deltas
+    assert fz_t[0] <= study["arms"]["frozen_library"]["delta_vs_cocoda"] <= fz_t[1]
     imaginary = study["arms"]["imaginary"]
     assert imaginary["available"] is False and imaginary["reason"] and imaginary["test_acc"] is None
     assert json.loads((tmp_path / "study.json").read_text()) == study
@@ -86,13 +89,16 @@ def test_markdown_rows_and_verdicts(tmp_path):
         "cocoda": {"test_acc": 0.5, "ci95": [0.4, 0.6], "per_seed": [0.5], "per_depth": {"1": 0.6, "2": 0.4},
                    "delta_vs_cocoda": 0.0, "delta_ci95": [0.0, 0.0], "available": True},
         "no_gar": {"test_acc": 0.45, "ci95": [0.35, 0.55], "per_seed": [0.45], "per_depth": {"1": 0.5},
-                   "delta_vs_cocoda": -0.05, "delta_ci95": [-0.1, 0.02], "available": True},
+                   "delta_vs_cocoda": -0.05, "delta_ci95": [-0.1, 0.02], "delta_seed_t95": [-0.2, 0.1],
+                   "available": True},
         "frozen_library": {"test_acc": 0.3, "ci95": [0.2, 0.4], "per_seed": [0.3], "per_depth": {"1": 0.3, "2": 0.3},
                            "delta_vs_cocoda": -0.2, "delta_ci95": [-0.3, -0.1], "available": True},
         "direct": {"test_acc": None, "ci95": None, "per_seed": None, "per_depth": None, "delta_vs_cocoda": None,
                    "delta_ci95": None, "available": False, "reason": "no knob"}}}
     md = T.markdown(study)
-    assert "| `no_gar` | 0.450 [0.350, 0.550] | -0.050 [-0.100, +0.020] | not distinguishable | 0.500 | — |" in md
+    assert ("| `no_gar` | 0.450 [0.350, 0.550] | -0.050 [-0.100, +0.020] | not distinguishable | [-0.200, +0.100] "
+            "| 0.500 | — |") in md
+    assert "| worse | — |" in md  # a study.json written before the seed-level interval
     assert "| worse |" in md and "| reference |" in md
     assert "- `direct`: no knob" in md
     paths = T.write_all(study, tmp_path, {"cocoda": [[{"round": 0, "val_accuracy": 0.2}]]})
