@@ -1,4 +1,4 @@
-"""The study's statistics: pure numpy, no JAX.
+"""The study's statistics: pure numpy (scipy for one t quantile), no JAX.
 
 Outcomes are ``{seed: {task_id: 0 or 1}}`` (report.json's ``test_outcomes`` of each seed's run).
 
