@@ -6,6 +6,7 @@ r"""The study: every available arm x seed as one co-evolution run, then accuracy
     python -m launch.study --workdir=DIR --arms=cocoda,no_gar --seeds=13,42
     python -m launch.study --workdir=/tmp/study --workers=2 --pin_cores  # 2 cells at a time, a core each
     python -m launch.study --workdir=/tmp/all --gather=/tmp/study_a,/tmp/study_b  # cells run elsewhere, one table
+    python -m launch.study --workdir=DIR --config.streams=2  # each arm's rounds twice a seed, averaged per task
 
 Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
 its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``. With

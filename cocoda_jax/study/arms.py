@@ -64,6 +64,8 @@ from typing import Any
 
 import ml_collections
 
+from cocoda_jax.errors import ConfigError
+
 
 @dataclasses.dataclass(frozen=True)
 class Arm:
@@ -188,6 +190,42 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, A
     return out
 
 
+#: Separates an arm's name from its stream number in a stream's cell name (``cocoda@1``).
+STREAM_MARK = "@"
+
+
+def base_name(cell_arm: str) -> str:
+    """The arm a cell belongs to: ``cocoda@1`` -> ``cocoda`` (a name without a stream is itself)."""
+    return cell_arm.split(STREAM_MARK, 1)[0]
+
+
+def streams(arm: Arm, n: int, run_config: ml_collections.ConfigDict) -> tuple[Arm, ...]:
+    """The cells of ``arm`` at a seed when the study runs ``n`` streams of every arm's rounds: the arm
+    itself (stream 0) and, for r = 1..n-1, ``ARM@r``: the arm with ``coevolve.replicate = r``, the same
+    stages 1-2 and rounds drawing their randomness (GRPO's sampling, RODS's draw, the refresh's
+    batches) from another seed. Averaging an arm's test outcomes over its streams takes the rounds'
+    own chance out of its delta, which a single run cannot (the null arm ``cocoda_replicate`` measures
+    that chance as large as most arms' deltas).
+
+    An arm without rounds (``coevolve.rounds = 0`` under ``run_config`` and its overrides) has one
+    stream: nothing ``replicate`` reseeds runs. An arm that sets ``coevolve.replicate`` itself (the
+    null arm) is refused with ``n > 1``: its streams would be other arms' streams."""
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ConfigError(f"streams must be an integer >= 1, got {n!r}")
+    if n == 1 or not arm.available:
+        return (arm,)
+    if "coevolve.replicate" in arm.overrides:
+        raise ConfigError(f"arm {arm.name!r} sets coevolve.replicate itself: with streams={n} every arm has its own "
+                          "replicate streams, so leave it out (its delta is what the streams average away)")
+    if int(apply_overrides(run_config, arm.overrides).coevolve.rounds) == 0:
+        return (arm,)
+    return (arm,) + tuple(
+        dataclasses.replace(arm, name=f"{arm.name}{STREAM_MARK}{r}",
+                            description=f"{arm.description} (stream {r}: coevolve.replicate={r})",
+                            overrides={**arm.overrides, "coevolve.replicate": r}, in_presets=False)
+        for r in range(1, int(n)))
+
+
 def cell_dir(workdir: str | Path, arm: str, seed: int) -> Path:
     """Where one cell (``arm`` x ``seed``) of a study in ``workdir`` runs and keeps its report."""
     return Path(workdir) / arm / f"seed_{int(seed)}"
@@ -202,5 +240,5 @@ def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> m
     return apply_overrides(run_config, {**arm.overrides, "seed": int(seed), "domain.seed": int(seed)})
 
 
-__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "apply_overrides", "cell_config", "cell_dir", "get", "names", "prefix_key",
-           "select"]
+__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "STREAM_MARK", "apply_overrides", "base_name", "cell_config", "cell_dir",
+           "get", "names", "prefix_key", "select", "streams"]

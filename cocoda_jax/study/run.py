@@ -2,6 +2,11 @@
 :func:`cocoda_jax.runs.coevolve.run` in ``workdir/ARM/seed_S``, then study.json, study.md and the
 plots (``launch/study.py`` is its command line).
 
+Streams (the study config's ``streams``, default 1): with N > 1 every arm that has rounds also runs
+N - 1 more cells at each seed, ``workdir/ARM@r/seed_S`` (:func:`~cocoda_jax.study.arms.streams`: the
+same stages 1-2, the rounds' randomness from another seed), and the arm's outcome on a task is the
+mean over its N streams. The cells run stream by stream (every arm's first stream first).
+
 Resumable: a cell whose ``report.json`` exists is read, not rerun; an interrupted cell resumes
 from its own checkpoints (coevolve.run resumes from its workdir). The measured seconds of each cell
 are kept in ``workdir/cell_times.json`` so that the ETA and ``wall_s`` survive a restart.
@@ -21,7 +26,7 @@ memory goes back to the system). Every cell is deterministic from its config, so
 changes; ``workers=1`` runs everything in this process, in order.
 
 The study config (``configs/study.py``): ``run`` (the run config every cell starts from),
-``seeds``, ``arms``, ``bootstrap`` (replicates), ``bootstrap_seed``.
+``seeds``, ``arms``, ``streams``, ``bootstrap`` (replicates), ``bootstrap_seed``.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import ml_collections
+import numpy as np
 
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import xla_cache as xla_cache_lib
@@ -169,8 +175,8 @@ def _weighted(times: Mapping[str, float]) -> list[tuple[float, float]]:
     """``times`` ("arm/seed" -> seconds) as (seconds, the arm's weight) pairs for ``eta_s``; a cell of
     an arm no longer defined (an older workdir) is left out of the price, not guessed."""
     names = {a.name for a in A.ARMS}
-    return [(seconds, A.get(key.split("/")[0]).weight) for key, seconds in times.items()
-            if key.split("/")[0] in names]
+    return [(seconds, A.get(A.base_name(key.split("/")[0])).weight) for key, seconds in times.items()
+            if A.base_name(key.split("/")[0]) in names]
 
 
 #: Added to ``XLA_FLAGS`` in the children with ``threads_per_worker=1``: XLA's CPU ops on one thread
@@ -449,7 +455,11 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds repeat: {seeds}")
     runnable = [a for a in selected if a.available]
-    cells = [(a, s) for a in runnable for s in seeds]
+    n_streams = study_config.get("streams", 1)
+    stream_arms = {a.name: A.streams(a, n_streams, study_config.run) for a in runnable}
+    # stream-major: the first stream of every arm first, so a study stopped early is a whole one-stream study
+    cells = [(arms_of[r], s) for r in range(int(n_streams)) for arms_of in stream_arms.values() if r < len(arms_of)
+             for s in seeds]
     for a in selected:
         if not a.available:
             log(f"arm {a.name}: unavailable ({a.reason})")
@@ -510,6 +520,7 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
             structures[seed] = {}
 
     study = summarize(selected, seeds, reports, depths, structures=structures,
+                      streams={name: [a.name for a in arms_of] for name, arms_of in stream_arms.items()},
                       n_test=int(study_config.run.domain.n_test),
                       wall_s=float(sum(times.get(f"{a.name}/seed_{s}", 0.0) for a, s in cells)),
                       b=int(study_config.get("bootstrap", stats.DEFAULT_B)),
@@ -524,13 +535,40 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     return study
 
 
+def _outcomes(reports: Mapping[tuple[str, int], Mapping[str, Any]], names: Sequence[str], seed: int
+              ) -> dict[str, float]:
+    """One arm's test outcome per task at ``seed``: its one cell's 0/1, or the mean over its streams'
+    cells (``names``), which must have scored the same tasks."""
+    per = [{str(k): int(v) for k, v in reports[(n, seed)]["test_outcomes"].items()} for n in names]
+    if len(per) == 1:
+        return per[0]
+    for n, p in zip(names[1:], per[1:]):
+        if set(p) != set(per[0]):
+            raise ValueError(f"seed {seed}: {n} scored other test tasks than {names[0]}; its streams cannot be averaged")
+    return {t: float(np.mean([p[t] for p in per])) for t in sorted(per[0])}
+
+
+def _stream_figures(reports: Mapping[tuple[str, int], Mapping[str, Any]], names: Sequence[str], seeds: Sequence[int]
+                    ) -> dict[str, Any]:
+    """``per_stream``: each stream's accuracy per seed; ``stream_sd``: per seed, the standard deviation
+    of the streams' accuracies (what one run's chance moves the arm by)."""
+    acc = np.array([[np.mean([int(v) for v in reports[(n, s)]["test_outcomes"].values()]) for s in seeds]
+                    for n in names], dtype=np.float64)
+    return {"per_stream": acc.tolist(), "stream_sd": acc.std(axis=0, ddof=1).tolist()}
+
+
 def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[tuple[str, int], Mapping[str, Any]],
               depths: Mapping[int, Mapping[str, int]], *, n_test: int, wall_s: float, b: int = stats.DEFAULT_B,
-              boot_seed: int = 0, structures: Mapping[int, Mapping[str, str]] | None = None) -> dict[str, Any]:
+              boot_seed: int = 0, structures: Mapping[int, Mapping[str, str]] | None = None,
+              streams: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """study.json's dict from the cells' reports (pure: no file is read). ``structures``: seed -> test
-    task id -> ``seen``/``unseen`` (their accuracy and paired deltas are added when any task has one)."""
-    outcomes = {a.name: {s: {str(k): int(v) for k, v in reports[(a.name, s)]["test_outcomes"].items()} for s in seeds}
-                for a in selected if a.available}
+    task id -> ``seen``/``unseen`` (their accuracy and paired deltas are added when any task has one).
+    ``streams``: arm -> the names of its cells at a seed (:func:`~cocoda_jax.study.arms.streams`; default:
+    the arm alone); with more than one, a task's outcome is the mean over them, every interval is taken
+    over those means, and the arm's entry adds ``per_stream`` and ``stream_sd``."""
+    streams = streams or {}
+    names_of = {a.name: list(streams.get(a.name) or [a.name]) for a in selected if a.available}
+    outcomes = {name: {s: _outcomes(reports, names, s) for s in seeds} for name, names in names_of.items()}
     sizes = {len(o) for per in outcomes.values() for o in per.values()}
     if len(sizes) == 1:
         n_test = sizes.pop()
@@ -544,7 +582,9 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
         entry: dict[str, Any] = {"test_acc": acc.point, "ci95": acc.ci, "per_seed": list(acc.per_seed),
                                  "per_depth": stats.per_depth(outcomes[a.name], depths),
                                  "delta_vs_cocoda": None, "delta_ci95": None, "delta_seed_t95": None,
-                                 "per_depth_delta": None, "available": True}
+                                 "per_depth_delta": None, "available": True, "streams": len(names_of[a.name])}
+        if len(names_of[a.name]) > 1:
+            entry.update(_stream_figures(reports, names_of[a.name], seeds))
         if REFERENCE in outcomes:
             delta = stats.paired_delta(outcomes[a.name], outcomes[REFERENCE], seeds, b=b, seed=boot_seed)
             entry["delta_vs_cocoda"], entry["delta_ci95"] = delta.point, delta.ci
@@ -557,7 +597,9 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
                 entry["per_structure_delta"] = stats.per_group_delta(outcomes[a.name], outcomes[REFERENCE],
                                                                      structures, seeds, b=b, seed=boot_seed)
         out_arms[a.name] = entry
-    return {"seeds": list(seeds), "n_test": int(n_test), "arms": out_arms, "wall_s": float(wall_s)}
+    n_streams = max((len(v) for v in names_of.values()), default=1)
+    return {"seeds": list(seeds), "n_test": int(n_test), "streams": n_streams, "arms": out_arms,
+            "wall_s": float(wall_s)}
 
 
 __all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "finished_report", "run_study", "summarize", "task_depths",

@@ -53,8 +53,16 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
         "the per-seed deltas (each seed a whole training run: wider, it counts all the variation between runs, "
         "which the bootstrap's seed level understates with three seeds).", "",
     ]
+    n_streams = int(study.get("streams", 1))
+    if n_streams > 1:
+        lines += [f"Streams: every arm with rounds ran them {n_streams} times at each seed (`coevolve.replicate` "
+                  f"0..{n_streams - 1}, the same stages 1-2); a task's outcome is the mean over an arm's streams, and "
+                  "every figure above and below is taken over those means. The last column: the standard deviation "
+                  "of the streams' test accuracies, per seed.", ""]
     header = ["arm", "test acc [95% CI]", f"delta vs {reference} [95% CI]", "verdict", "delta, seeds as units [95% t]"]
     header += [f"depth {d}" for d in depths]
+    if n_streams > 1:
+        header.append("streams: sd per seed")
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * len(header)) + "|")
     unavailable = []
@@ -70,6 +78,9 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
                f"{_signed(a.get('delta_vs_cocoda'))} {_signed_interval(a.get('delta_ci95'))}", verdict,
                "—" if name == reference else _signed_interval(a.get("delta_seed_t95"))]
         row += [_num((a.get("per_depth") or {}).get(d)) for d in depths]
+        if n_streams > 1:
+            sd = a.get("stream_sd")
+            row.append(f"{a.get('streams', 1)}: " + ", ".join(_num(x) for x in sd) if sd else "1 (no rounds)")
         lines.append("| " + " | ".join(row) + " |")
     rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()
             if name != reference and a.get("available") and a.get("per_depth_delta")]

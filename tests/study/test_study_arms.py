@@ -2,6 +2,7 @@
 
 import pytest
 
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.coevolve.acceptance import AcceptanceConfig, Proposal, decide, initial
 from cocoda_jax.models.config import PRESETS, tiny
 from cocoda_jax.rl import rewards
@@ -94,3 +95,20 @@ def test_the_direct_arm_is_a_valid_run_config():
     settings = RunSettings.of(cfg)
     assert settings.coevolve.direct_answer and settings.coevolve.frozen_library
     assert settings.rollout.max_steps == 1 and settings.retrieval.mode == "none"
+
+
+def test_streams_are_the_arm_reseeded_in_its_rounds_only():
+    run = default.get_config()
+    no_ctd = A.get("no_ctd")
+    one, two, three = (A.streams(no_ctd, n, run) for n in (1, 2, 3))
+    assert one == (no_ctd,) and two[0] is no_ctd and [a.name for a in three] == ["no_ctd", "no_ctd@1", "no_ctd@2"]
+    assert three[2].overrides == {**no_ctd.overrides, "coevolve.replicate": 2}
+    assert all(A.prefix_key(a) == A.prefix_key(no_ctd) for a in three)  # the same stages 1-2: one shared prefix
+    assert {A.base_name(a.name) for a in three} == {"no_ctd"} and A.base_name("no_ctd") == "no_ctd"
+    assert A.cell_config(run, three[1], 13).coevolve.replicate == 1
+    assert A.streams(A.get("sft_only"), 3, run) == (A.get("sft_only"),)  # no rounds: nothing to reseed
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="streams must be"):
+            A.streams(no_ctd, bad, run)
+    with pytest.raises(ConfigError, match="replicate itself"):
+        A.streams(A.get("cocoda_replicate"), 2, run)

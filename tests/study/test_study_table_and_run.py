@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import run as R
 from cocoda_jax.study import table as T
@@ -54,10 +55,10 @@ def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
     assert len(calls) == 4
     assert any("ETA" in line for line in lines)
     assert "elapsed with 1 worker(s)" in lines[-1]
-    assert set(study) == {"seeds", "n_test", "arms", "wall_s"}
-    assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test
+    assert set(study) == {"seeds", "n_test", "streams", "arms", "wall_s"}
+    assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test and study["streams"] == 1
     keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "delta_seed_t95",
-            "per_depth_delta", "available"}
+            "per_depth_delta", "available", "streams"}
     for name in ("cocoda", "frozen_library"):
         a = study["arms"][name]
         assert set(a) == keys and a["available"] is True
@@ -188,3 +189,72 @@ def test_a_cell_finished_under_another_config_is_refused_not_reused(tmp_path):
     with pytest.raises(ConfigError, match="coevolve.refresh_sft_steps"):
         R.run_study(cfg, tmp_path, **run)
     assert len(calls) == 1
+
+
+def _stream_runner(calls):
+    """A fake cell whose outcomes depend on its seed, its replicate stream and whether its library is
+    frozen; shared prefixes write a stage-2 marker."""
+    def runner(config, workdir, **kw):
+        if kw.get("stop_after_round") == 0:
+            (workdir / "checkpoints").mkdir(parents=True)
+            return {"stopped_after_round": 0}
+        calls.append((workdir.parent.name, int(config.coevolve.replicate), int(config.coevolve.rounds)))
+        rng = np.random.default_rng([config.seed, config.coevolve.replicate, int(config.coevolve.frozen_library),
+                                     config.coevolve.rounds])
+        outcomes = {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5) for i in range(config.domain.n_test)}
+        report = {"test_accuracy": float(np.mean(list(outcomes.values()))), "test_outcomes": outcomes,
+                  "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(2)]}
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "report.json").write_text(json.dumps(report))
+        return report
+    return runner
+
+
+def test_streams_run_each_arm_with_rounds_n_times_and_average_their_outcomes(tmp_path):
+    """With streams=2 each arm with rounds runs a second cell (coevolve.replicate=1) at a seed, sharing its
+    stages 1-2; an arm without rounds runs once; an arm's outcome per task is the mean of its streams."""
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap, cfg.streams = 100, 2
+    cfg.run.domain.n_test = 40
+    calls = []
+    arms = ["cocoda", "sft_only", "frozen_library"]
+    study = R.run_study(cfg, tmp_path, arms=arms, seeds=[13, 42], runner=_stream_runner(calls), depth_fn=_depths,
+                        log=lambda line: None)
+    assert sorted(calls) == sorted([("cocoda", 0, cfg.run.coevolve.rounds), ("cocoda@1", 1, cfg.run.coevolve.rounds),
+                                    ("frozen_library", 0, cfg.run.coevolve.rounds),
+                                    ("frozen_library@1", 1, cfg.run.coevolve.rounds), ("sft_only", 0, 0)] * 2)
+    assert all("@" not in name for name, _, _ in calls[:6])  # every arm's first stream runs first
+    assert study["streams"] == 2
+    reports = {(c, s): json.loads((R.cell_dir(tmp_path, c, s) / "report.json").read_text())
+               for c in ("cocoda", "cocoda@1", "frozen_library", "frozen_library@1", "sft_only") for s in (13, 42)}
+    cocoda = study["arms"]["cocoda"]
+    assert cocoda["streams"] == 2 and np.shape(cocoda["per_stream"]) == (2, 2)
+    for i, s in enumerate((13, 42)):
+        pair = [reports[(c, s)]["test_accuracy"] for c in ("cocoda", "cocoda@1")]
+        assert cocoda["per_stream"][0][i] == pytest.approx(pair[0]) and cocoda["per_stream"][1][i] == pytest.approx(pair[1])
+        assert cocoda["per_seed"][i] == pytest.approx(np.mean(pair))
+        assert cocoda["stream_sd"][i] == pytest.approx(np.std(pair, ddof=1))
+    assert reports[("cocoda", 13)]["test_outcomes"] != reports[("cocoda@1", 13)]["test_outcomes"]  # two streams
+    sft = study["arms"]["sft_only"]
+    assert sft["streams"] == 1 and "per_stream" not in sft
+    frozen = study["arms"]["frozen_library"]
+    want = np.mean([np.mean([reports[(f, s)]["test_accuracy"] for f in ("frozen_library", "frozen_library@1")])
+                    - np.mean([reports[(c, s)]["test_accuracy"] for c in ("cocoda", "cocoda@1")]) for s in (13, 42)])
+    assert frozen["delta_vs_cocoda"] == pytest.approx(want)
+    md = (tmp_path / "study.md").read_text()
+    assert "Streams: every arm with rounds ran them 2 times" in md and "| 1 (no rounds) |" in md
+    n = len(calls)  # resumed: nothing reruns
+    again = R.run_study(cfg, tmp_path, arms=arms, seeds=[13, 42], runner=_stream_runner(calls), depth_fn=_depths,
+                        log=lambda line: None)
+    assert len(calls) == n and again["arms"] == study["arms"]
+
+
+@pytest.mark.parametrize("arms, streams", [(["cocoda_replicate"], 2), (["cocoda"], 0), (["cocoda"], True)])
+def test_streams_that_cannot_mean_what_they_say_are_refused_before_anything_runs(tmp_path, arms, streams):
+    cfg = study_config.get_config("smoke")
+    cfg.streams = streams
+    calls = []
+    with pytest.raises(ConfigError, match="replicate|streams must be"):
+        R.run_study(cfg, tmp_path, arms=arms, seeds=[13], runner=_stream_runner(calls), depth_fn=_depths,
+                    log=lambda line: None)
+    assert calls == [] and not any(tmp_path.iterdir())
