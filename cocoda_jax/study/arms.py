@@ -219,11 +219,23 @@ def streams(arm: Arm, n: int, run_config: ml_collections.ConfigDict) -> tuple[Ar
                           "replicate streams, so leave it out (its delta is what the streams average away)")
     if int(apply_overrides(run_config, arm.overrides).coevolve.rounds) == 0:
         return (arm,)
-    return (arm,) + tuple(
-        dataclasses.replace(arm, name=f"{arm.name}{STREAM_MARK}{r}",
-                            description=f"{arm.description} (stream {r}: coevolve.replicate={r})",
-                            overrides={**arm.overrides, "coevolve.replicate": r}, in_presets=False)
-        for r in range(1, int(n)))
+    return (arm,) + tuple(_stream(arm, r) for r in range(1, int(n)))
+
+
+def _stream(arm: Arm, r: int) -> Arm:
+    return dataclasses.replace(arm, name=f"{arm.name}{STREAM_MARK}{r}",
+                               description=f"{arm.description} (stream {r}: coevolve.replicate={r})",
+                               overrides={**arm.overrides, "coevolve.replicate": r}, in_presets=False)
+
+
+def cell_arm(name: str) -> Arm:
+    """The arm of a cell name: a registered arm, or ``ARM@r``, stream r of one (:func:`streams`)."""
+    base, mark, r = name.partition(STREAM_MARK)
+    if not mark:
+        return get(name)
+    if not r.isdigit() or int(r) < 1:
+        raise KeyError(f"cell name {name!r}: a stream is ARM{STREAM_MARK}r with an integer r >= 1")
+    return _stream(get(base), int(r))
 
 
 def cell_dir(workdir: str | Path, arm: str, seed: int) -> Path:
@@ -240,5 +252,5 @@ def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> m
     return apply_overrides(run_config, {**arm.overrides, "seed": int(seed), "domain.seed": int(seed)})
 
 
-__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "STREAM_MARK", "apply_overrides", "base_name", "cell_config", "cell_dir",
-           "get", "names", "prefix_key", "select", "streams"]
+__all__ = ["ARMS", "Arm", "STAGE3_ONLY", "STREAM_MARK", "apply_overrides", "base_name", "cell_arm", "cell_config",
+           "cell_dir", "get", "names", "prefix_key", "select", "streams"]

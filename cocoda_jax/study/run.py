@@ -16,6 +16,8 @@ Shared prefixes: at a seed, the arms whose overrides differ only in what stage 3
 1-2. When two or more of them still have to start, the prefix runs once (``stop_after_round=0``) in
 ``workdir/_prefix/GROUP/seed_S``; each of those cells starts from a copy of it and resumes into its
 own stage 3 (the job's resume is exact, docs/resume.md). Its seconds are the group's cells' share.
+A cell added later (another stream, another stage-3 arm) starts from such a prefix once it is finished,
+when the prefix ran under the config the study gives it now; it is charged nothing for it.
 Each copy holds ``prefix.json`` (where it came from): its checkpoint was saved under the first arm's
 config, so the cell runs with ``allow_config_change`` until it has its report, also when it resumes
 in a later invocation.
@@ -86,17 +88,68 @@ def _prefix_groups(workdir: Path, cells: Sequence[tuple[A.Arm, int]]) -> list[tu
 PREFIX_MARK = "prefix.json"
 
 
-def _copy_prefix(workdir: Path, seed: int, members: Sequence[A.Arm], pdir: Path, seconds: float) -> dict[str, float]:
+def _copy_prefix(workdir: Path, seed: int, members: Sequence[A.Arm], pdir: Path, seconds: float,
+                 saved_under: str | None = None) -> dict[str, float]:
     """Copies a finished prefix into its cells (each with :data:`PREFIX_MARK`); returns the seconds
-    charged to each cell."""
+    charged to each cell. ``saved_under``: the arm the prefix ran as (default: the first member)."""
     share = seconds / len(members)
     charged: dict[str, float] = {}
     for arm in members:
         cdir = cell_dir(workdir, arm.name, seed)
-        shutil.copytree(pdir, cdir, ignore=shutil.ignore_patterns("logs"))
-        _write_json(cdir / PREFIX_MARK, {"prefix": str(pdir.relative_to(workdir)), "saved_under": members[0].name})
+        shutil.copytree(pdir, cdir, ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
+        _write_json(cdir / PREFIX_MARK, {"prefix": str(pdir.relative_to(workdir)),
+                                         "saved_under": saved_under or members[0].name})
         charged[f"{arm.name}/seed_{seed}"] = share
     return charged
+
+
+def _finished_prefixes(workdir: Path, seed: int) -> list[Path]:
+    """The prefix directories at ``seed`` that finished stages 1-2 in an earlier invocation: those a
+    cell was copied from (its :data:`PREFIX_MARK` names them; a copy is made only once its prefix is done)."""
+    found: set[Path] = set()
+    for mark in workdir.glob(f"*/seed_{int(seed)}/{PREFIX_MARK}"):
+        rel = json.loads(mark.read_text()).get("prefix")
+        if rel and (workdir / rel).is_dir():
+            found.add(workdir / rel)
+    return sorted(found)
+
+
+def _reuse_finished_prefixes(study_config: ml_collections.ConfigDict, workdir: Path,
+                             cells: Sequence[tuple[A.Arm, int]], log: Callable[[str], None]) -> list[str]:
+    """Starts each cell that has not started from a prefix an earlier invocation finished, when that
+    prefix's stages 1-2 are the cell's: its arm shares the cell's :func:`~cocoda_jax.study.arms.prefix_key`
+    and it ran under exactly the config this study gives that arm now, under this process's numerics
+    (``numerics.json``: the portable setting, jax/jaxlib/numpy versions). A stream or an arm added to a
+    finished study then computes only its stage 3. Returns the cells started so (``ARM/seed_S``)."""
+    from cocoda_jax import checkpoint as ckpt  # here: the study's own process stays light
+    from cocoda_jax.runs import numerics, rundir
+
+    started: list[str] = []
+    for arm, seed in cells:
+        if _started(cell_dir(workdir, arm.name, seed)):
+            continue
+        for pdir in _finished_prefixes(workdir, seed):
+            try:
+                owner = A.cell_arm(pdir.parent.name)
+            except KeyError:  # an arm no longer defined
+                continue
+            saved = pdir / rundir.RUN_CONFIG
+            if A.prefix_key(owner) != A.prefix_key(arm) or not saved.exists():
+                continue
+            current = ckpt.to_jsonable(A.cell_config(study_config.run, owner, seed).to_dict(), "config")
+            changed = rundir.run_identity_changes(json.loads(saved.read_text()), current)
+            if (pdir / rundir.RUN_NUMERICS).exists():  # jax/jaxlib/numpy as the prefix ran: else not its float path
+                changed += numerics.resume_differences(json.loads((pdir / rundir.RUN_NUMERICS).read_text()),
+                                                       numerics.status())
+            if changed:
+                log(f"{arm.name}/seed_{seed}: the finished prefix {pdir.relative_to(workdir)} ran under another "
+                    f"config ({'; '.join(changed[:3])}), not reused")
+                continue
+            _copy_prefix(workdir, seed, [arm], pdir, 0.0, saved_under=owner.name)
+            log(f"{arm.name}/seed_{seed}: starts from the finished prefix {pdir.relative_to(workdir)}")
+            started.append(f"{arm.name}/seed_{seed}")
+            break
+    return started
 
 
 def _from_prefix(cdir: Path) -> bool:
@@ -465,6 +518,7 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
             log(f"arm {a.name}: unavailable ({a.reason})")
     if gather_from:
         gather_lib.gather(study_config, workdir, cells, gather_from, log)
+    _reuse_finished_prefixes(study_config, workdir, cells, log)
 
     times_path = workdir / "cell_times.json"
     times: dict[str, float] = _read_json(times_path, {})

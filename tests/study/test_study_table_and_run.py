@@ -258,3 +258,48 @@ def test_streams_that_cannot_mean_what_they_say_are_refused_before_anything_runs
         R.run_study(cfg, tmp_path, arms=arms, seeds=[13], runner=_stream_runner(calls), depth_fn=_depths,
                     log=lambda line: None)
     assert calls == [] and not any(tmp_path.iterdir())
+
+
+def test_a_stream_added_to_a_finished_study_starts_from_its_finished_prefix(tmp_path):
+    """cocoda and no_ctd share stages 1-2 (one prefix); asking the finished study for a second stream runs
+    no stages 1-2 again: both new cells start from copies of that prefix. A prefix run under another config
+    than the study gives its arm now is not reused."""
+    from cocoda_jax import checkpoint as ckpt
+    from cocoda_jax.runs import rundir
+
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 50
+    calls = []
+    base = _stream_runner(calls)
+
+    def runner(config, workdir, **kw):
+        if kw.get("stop_after_round") == 0:
+            calls.append(("prefix", str(workdir)))
+            workdir.mkdir(parents=True)
+            (workdir / rundir.RUN_CONFIG).write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config")))
+            return base(config, workdir, **kw)
+        assert kw.get("allow_config_change") and (workdir / rundir.RUN_CONFIG).exists()
+        report = base(config, workdir, **kw)  # the job records the cell's own config, as coevolve.run does
+        (workdir / rundir.RUN_CONFIG).write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config")))
+        return report
+
+    arms, lines = ["cocoda", "no_ctd"], []
+    R.run_study(cfg, tmp_path, arms=arms, seeds=[13], runner=runner, depth_fn=_depths, log=lines.append)
+    assert [c for c in calls if c[0] == "prefix"] == [("prefix", str(tmp_path / "_prefix" / "cocoda" / "seed_13"))]
+    cfg.streams = 2
+    study = R.run_study(cfg, tmp_path, arms=arms, seeds=[13], runner=runner, depth_fn=_depths, log=lines.append)
+    assert len([c for c in calls if c[0] == "prefix"]) == 1  # no second stages 1-2
+    assert {c[0] for c in calls if c[0] != "prefix"} == {"cocoda", "no_ctd", "cocoda@1", "no_ctd@1"}
+    assert json.loads((R.cell_dir(tmp_path, "no_ctd@1", 13) / R.PREFIX_MARK).read_text()) == {
+        "prefix": "_prefix/cocoda/seed_13", "saved_under": "cocoda"}
+    assert any("no_ctd@1/seed_13: starts from the finished prefix _prefix/cocoda/seed_13" in line for line in lines)
+    assert study["arms"]["no_ctd"]["streams"] == 2
+    # the same prefix saved under another config is not a stage 1-2 this study would compute now
+    saved = tmp_path / "_prefix" / "cocoda" / "seed_13" / rundir.RUN_CONFIG
+    changed = json.loads(saved.read_text())
+    changed["sft"]["steps"] += 1
+    saved.write_text(json.dumps(changed))
+    cfg.streams = 3
+    R.run_study(cfg, tmp_path, arms=arms, seeds=[13], runner=runner, depth_fn=_depths, log=lines.append)
+    assert len([c for c in calls if c[0] == "prefix"]) == 2  # cocoda@2 and no_ctd@2 ran a prefix of their own
+    assert any("ran under another config (sft.steps" in line for line in lines)
