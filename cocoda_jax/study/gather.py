@@ -6,7 +6,9 @@ A cell is taken only when it is finished (``report.json``) and was run under exa
 this study gives it (its ``config.json`` against :func:`~cocoda_jax.study.arms.cell_config`, the
 keys that say how a process joins a run aside): a cell of another preset, another arm definition
 or another seed is a :class:`~cocoda_jax.errors.ConfigError` naming the keys, raised before
-anything is copied. A cell this study has already finished is kept; one it has started but not
+anything is copied. A cell no source has under its own name is taken from a finished cell of the
+same seed that ran under exactly its config by another name: the null arm ``cocoda_replicate`` is
+``cocoda``'s second stream ``cocoda@1`` (:func:`~cocoda_jax.study.arms.streams`) cell for cell. A cell this study has already finished is kept; one it has started but not
 finished is refused (two runs of one cell: the user chooses which to keep); an empty one is filled.
 The code a cell ran under is not recorded, so gathering cells of different commits is the user's
 claim to make.
@@ -73,17 +75,36 @@ def plan(study_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence
         dest = A.cell_dir(workdir, arm.name, seed)
         if (dest / "report.json").exists():
             continue
-        found = [(r, t) for r, t in zip(roots, times) if (A.cell_dir(r, arm.name, seed) / "report.json").exists()]
+        config = A.cell_config(study_config.run, arm, seed)
+        found = [(A.cell_dir(r, arm.name, seed), t.get(key)) for r, t in zip(roots, times)
+                 if (A.cell_dir(r, arm.name, seed) / "report.json").exists()]
+        if found:
+            _check_config(found[0][0], config)
+        else:
+            found = _same_config(roots, times, seed, config)
         if not found:
             continue
         if dest.exists() and any(dest.iterdir()):
             raise GatherError(f"{dest} is started but unfinished and {found[0][0]} has it finished: remove one "
                               "of the two before gathering (the study does not choose between two runs of a cell)")
-        root, cell_times = found[0]
-        _check_config(A.cell_dir(root, arm.name, seed), A.cell_config(study_config.run, arm, seed))
-        seconds = cell_times.get(key)
-        takes.append(Take(key, A.cell_dir(root, arm.name, seed), None if seconds is None else float(seconds)))
+        source, seconds = found[0]
+        takes.append(Take(key, source, None if seconds is None else float(seconds)))
     return takes
+
+
+def _same_config(roots: Sequence[Path], times: Sequence[dict], seed: int, config: ml_collections.ConfigDict
+                 ) -> list[tuple[Path, float | None]]:
+    """Finished cells of ``seed`` in ``roots``, under any name, that ran under exactly ``config``
+    (with their seconds), in the sources' order."""
+    want = config.to_dict()
+    out: list[tuple[Path, float | None]] = []
+    for root, cell_times in zip(roots, times):
+        for report in sorted(root.glob(f"*/seed_{int(seed)}/report.json")):
+            cdir = report.parent
+            saved = cdir / RUN_CONFIG
+            if saved.exists() and not run_identity_changes(json.loads(saved.read_text()), want):
+                out.append((cdir, cell_times.get(f"{cdir.parent.name}/seed_{int(seed)}")))
+    return out
 
 
 def gather(study_config: ml_collections.ConfigDict, workdir: str | Path, cells: Sequence[tuple[A.Arm, int]],
@@ -105,7 +126,9 @@ def gather(study_config: ml_collections.ConfigDict, workdir: str | Path, cells: 
         os.replace(tmp, dest)
         if take.seconds is not None:
             times[take.key] = take.seconds
+        renamed = take.source.parent.name != dest.parent.name
         log(f"{take.key}: taken from {take.source}"
+            + (" (the same config under another name)" if renamed else "")
             + ("" if take.seconds is not None else " (no time on record there: left out of wall_s)"))
     if takes:
         tmp = times_path.with_name(times_path.name + ".tmp")

@@ -29,6 +29,15 @@ def _runner(config, workdir, **kwargs):
     return report
 
 
+def _prefix_aware(config, workdir, **kwargs):
+    """``_runner``, but a shared prefix (``stop_after_round=0``) leaves only what stages 1-2 leave."""
+    if kwargs.get("stop_after_round") == 0:
+        (workdir / "checkpoints").mkdir(parents=True)
+        (workdir / "config.json").write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config"), sort_keys=True))
+        return {"stopped_after_round": 0}
+    return _runner(config, workdir, **kwargs)
+
+
 def _refuse(config, workdir, **kwargs):
     raise AssertionError(f"a gathered cell was run again: {workdir}")
 
@@ -126,3 +135,28 @@ def test_bad_sources_are_refused(tmp_path, cfg):
     (cell / "report.json").write_text("{}")
     with pytest.raises(G.GatherError, match="no config.json"):
         G.plan(cfg, tmp_path / "all", _cells([13]), [tmp_path / "a"])
+
+
+def test_a_stream_is_taken_from_the_cell_that_ran_its_config_under_another_name(tmp_path, cfg):
+    """The null arm's cells are cocoda's second stream cell for cell: a two-stream study gathers them
+    as cocoda@1; a cell of another config under another name is not taken."""
+    R.run_study(cfg, tmp_path / "a", arms=["cocoda", "cocoda_replicate", "no_ctd"], seeds=[13], runner=_prefix_aware,
+                depth_fn=_depths, log=lambda _: None)
+    cfg.streams = 2
+    lines = []
+    study = R.run_study(cfg, tmp_path / "all", arms=["cocoda"], seeds=[13], runner=_refuse, depth_fn=_depths,
+                        log=lines.append, gather_from=[tmp_path / "a"])
+    src = (tmp_path / "a" / "cocoda_replicate" / "seed_13").resolve()
+    assert any(line.startswith(f"cocoda@1/seed_13: taken from {src} (the same config under another name)")
+               for line in lines)
+    assert study["arms"]["cocoda"]["streams"] == 2
+    assert (tmp_path / "all" / "cocoda@1" / "seed_13" / "config.json").read_text() == (src / "config.json").read_text()
+    times = json.loads((tmp_path / "all" / "cell_times.json").read_text())
+    assert times["cocoda@1/seed_13"] == json.loads((tmp_path / "a" / "cell_times.json").read_text())[
+        "cocoda_replicate/seed_13"]
+    # no_ctd@1 (replicate 1 without in-round mining) was run under no name in "a": nothing to take, so it runs
+    ran = []
+    R.run_study(cfg, tmp_path / "all", arms=["cocoda", "no_ctd"], seeds=[13], depth_fn=_depths, log=lambda _: None,
+                runner=lambda c, w, **kw: ran.append(w.parent.name) or _prefix_aware(c, w, **kw),
+                gather_from=[tmp_path / "a"])
+    assert ran == ["no_ctd@1"]
