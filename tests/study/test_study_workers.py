@@ -122,6 +122,23 @@ def test_two_workers_give_one_workers_study_and_share_prefixes(tmp_path, monkeyp
     assert again["arms"] == two["arms"] and sum("done before" in line for line in again_lines) == 6
 
 
+def test_streams_in_two_workers_give_one_workers_study(tmp_path, monkeypatch):
+    """With streams=2 the streams' cells (``ARM@1``) run in the children too, from the one shared prefix."""
+    cfg, arms, seeds = _config(), ["cocoda", "sft_only"], [13]
+    cfg.streams = 2
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls_1.jsonl"))
+    one = _study(cfg, tmp_path / "one", arms, seeds, [])
+    monkeypatch.setenv(CALLS, str(tmp_path / "calls_2.jsonl"))
+    two = _study(cfg, tmp_path / "two", arms, seeds, [], workers=2)
+    assert {k: v for k, v in two.items() if k != "wall_s"} == {k: v for k, v in one.items() if k != "wall_s"}
+    assert two["arms"]["cocoda"]["streams"] == 2 and two["arms"]["sft_only"]["streams"] == 1
+    calls = _calls(tmp_path / "calls_2.jsonl")
+    prefixes = [c for c in calls if c["kw"].get("stop_after_round") == 0]
+    assert [c["workdir"] for c in prefixes] == [str(tmp_path / "two" / "_prefix" / "cocoda" / "seed_13")]
+    assert sorted(c["key"] for c in calls if c not in prefixes) == ["cocoda/seed_13", "cocoda@1/seed_13",
+                                                                    "sft_only/seed_13"]
+
+
 def test_a_failing_cell_raises_after_the_running_cells_finish(tmp_path, monkeypatch):
     cfg, arms = _config(), ["cocoda", "frozen_library"]
     monkeypatch.setenv(CALLS, str(tmp_path / "calls.jsonl"))
