@@ -74,15 +74,25 @@ def _started(cdir: Path) -> bool:
     return (cdir / "report.json").exists() or (cdir / "checkpoints").is_dir()
 
 
-def _prefix_groups(workdir: Path, cells: Sequence[tuple[A.Arm, int]]) -> list[tuple[int, list[A.Arm], Path]]:
+def _prefix_groups(run_config: ml_collections.ConfigDict, workdir: Path, cells: Sequence[tuple[A.Arm, int]]
+                   ) -> list[tuple[int, list[A.Arm], Path]]:
     """The shared prefixes to run: ``(seed, member arms, prefix directory)`` for each group of two or
-    more cells that have not started and share stages 1-2 (module docstring), in the cells' order."""
+    more cells that have not started and share stages 1-2 (module docstring), in the cells' order.
+    The prefix runs as the group's first member with rounds (moved to the front; the directory is named
+    after it): ``stop_after_round=0`` stops such a run after stages 1-2, where an arm without rounds
+    (``sft_only``) would go on to its test evaluation and report, and a copy of that would be a finished
+    cell of the wrong arm. A group of arms without rounds only is not shared."""
     groups: dict[tuple[Any, int], list[A.Arm]] = {}
     for arm, seed in cells:
         if not _started(cell_dir(workdir, arm.name, seed)):
             groups.setdefault((A.prefix_key(arm), seed), []).append(arm)
-    return [(seed, members, workdir / "_prefix" / members[0].name / f"seed_{seed}")
-            for (_, seed), members in groups.items() if len(members) >= 2]
+    out = []
+    for (_, seed), members in groups.items():
+        with_rounds = [a for a in members if int(A.apply_overrides(run_config, a.overrides).coevolve.rounds) > 0]
+        if len(members) >= 2 and with_rounds:
+            members = [with_rounds[0]] + [a for a in members if a is not with_rounds[0]]
+            out.append((seed, members, workdir / "_prefix" / members[0].name / f"seed_{seed}"))
+    return out
 
 
 PREFIX_MARK = "prefix.json"
@@ -96,7 +106,9 @@ def _copy_prefix(workdir: Path, seed: int, members: Sequence[A.Arm], pdir: Path,
     charged: dict[str, float] = {}
     for arm in members:
         cdir = cell_dir(workdir, arm.name, seed)
-        shutil.copytree(pdir, cdir, ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
+        # never a report: a copy holding one would read as a finished cell
+        shutil.copytree(pdir, cdir, ignore=shutil.ignore_patterns("logs", "report.json", "report.html"),
+                        dirs_exist_ok=True)
         _write_json(cdir / PREFIX_MARK, {"prefix": str(pdir.relative_to(workdir)),
                                          "saved_under": saved_under or members[0].name})
         charged[f"{arm.name}/seed_{seed}"] = share
@@ -163,7 +175,7 @@ def _share_prefixes(study_config: ml_collections.ConfigDict, workdir: Path, cell
     """Runs each shared prefix once and copies it into the cells that have not started (module
     docstring); returns the prefix seconds charged to each cell (``ARM/seed_S`` -> s)."""
     charged: dict[str, float] = {}
-    for seed, members, pdir in _prefix_groups(workdir, cells):
+    for seed, members, pdir in _prefix_groups(study_config.run, workdir, cells):
         name = "+".join(a.name for a in members)
         log(f"seed {seed}: stages 1-2 once for {name} ...")
         t0 = time.perf_counter()
@@ -370,7 +382,7 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
             log(f"[{i}/{n}] {arm.name}/seed_{seed}: done before (test_acc={report['test_accuracy']:.3f})")
         else:
             todo.append((i, arm, seed))
-    groups = _prefix_groups(workdir, cells)
+    groups = _prefix_groups(study_config.run, workdir, cells)
     group_of = {f"{arm.name}/seed_{seed}": g for g, (seed, members, _) in enumerate(groups) for arm in members}
     # the heaviest cells first (Arm.weight; stable, so the arms' order among equals): a long cell started
     # last would run alone at the end while the other workers idle

@@ -303,3 +303,36 @@ def test_a_stream_added_to_a_finished_study_starts_from_its_finished_prefix(tmp_
     R.run_study(cfg, tmp_path, arms=arms, seeds=[13], runner=runner, depth_fn=_depths, log=lines.append)
     assert len([c for c in calls if c[0] == "prefix"]) == 2  # cocoda@2 and no_ctd@2 ran a prefix of their own
     assert any("ran under another config (sft.steps" in line for line in lines)
+
+
+def test_a_prefix_runs_as_an_arm_with_rounds_and_its_copies_hold_no_report(tmp_path):
+    """sft_only comes before cocoda_replicate in the registry; their shared stages 1-2 must run as
+    cocoda_replicate: under sft_only (no rounds) the job would not stop after stage 2 but finish with a
+    report, and a copy of that would read as a finished cell of the wrong arm."""
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 50
+    calls = []
+    base = _stream_runner([])
+
+    def runner(config, workdir, **kw):
+        calls.append((workdir.parent.name, int(config.coevolve.rounds), kw))
+        if kw.get("stop_after_round") == 0:
+            (workdir / "checkpoints").mkdir(parents=True)
+            if config.coevolve.rounds == 0:  # what coevolve.run does: nothing stops a run without rounds
+                return base(config, workdir)
+            return {"stopped_after_round": 0}
+        assert kw.get("allow_config_change") and not (workdir / "report.json").exists()
+        return base(config, workdir)
+
+    study = R.run_study(cfg, tmp_path, arms=["sft_only", "cocoda_replicate"], seeds=[13], runner=runner,
+                        depth_fn=_depths, log=lambda line: None)
+    prefix = [c for c in calls if c[2].get("stop_after_round") == 0]
+    assert [(c[0], c[1] > 0) for c in prefix] == [("cocoda_replicate", True)]
+    assert sorted(c[0] for c in calls if c not in prefix) == ["cocoda_replicate", "sft_only"]
+    assert study["arms"]["sft_only"]["available"] and study["arms"]["cocoda_replicate"]["available"]
+    # a prefix that did write a report (an older study's, run as sft_only) is copied without it
+    pdir = tmp_path / "_prefix" / "cocoda_replicate" / "seed_13"
+    (pdir / "report.json").write_text("{}")
+    R._copy_prefix(tmp_path, 13, [A.get("no_ctd")], pdir, 0.0)
+    assert (R.cell_dir(tmp_path, "no_ctd", 13) / "checkpoints").is_dir()
+    assert not (R.cell_dir(tmp_path, "no_ctd", 13) / "report.json").exists()
