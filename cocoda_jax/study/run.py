@@ -121,8 +121,8 @@ def _finished_prefixes(workdir: Path, seed: int) -> list[Path]:
     found: set[Path] = set()
     for mark in workdir.glob(f"*/seed_{int(seed)}/{PREFIX_MARK}"):
         rel = json.loads(mark.read_text()).get("prefix")
-        if rel and (workdir / rel).is_dir():
-            found.add(workdir / rel)
+        if rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts and (workdir / rel).is_dir():
+            found.add(workdir / rel)  # only this study's own prefixes
     return sorted(found)
 
 
