@@ -57,7 +57,7 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
     if n_streams > 1:
         lines += [f"Streams: every arm with rounds ran them {n_streams} times at each seed (`coevolve.replicate` "
                   f"0..{n_streams - 1}, the same stages 1-2); a task's outcome is the mean over an arm's streams, and "
-                  "every figure above and below is taken over those means. The last column: the standard deviation "
+                  "every figure of this page is taken over those means. The last column: the standard deviation "
                   "of the streams' test accuracies, per seed.", ""]
     header = ["arm", "test acc [95% CI]", f"delta vs {reference} [95% CI]", "verdict", "delta, seeds as units [95% t]"]
     header += [f"depth {d}" for d in depths]
