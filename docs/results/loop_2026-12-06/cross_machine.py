@@ -1,7 +1,7 @@
 """Each cell of this directory's two-stream study beside the same cell of the previous one-stream study
 (docs/results/loop_2026-12-05e, run on another x86-64 machine under the default, host-dependent numerics).
 
-    python docs/results/loop_2026-12-05f/cross_machine.py /tmp/s_two > cross_machine.json
+    python docs/results/loop_2026-12-06/cross_machine.py /tmp/s_two > cross_machine.json
 
 Prints JSON: per cell (arm, seed), the test accuracy here and there, with the SFT planner's validation accuracy
 and the accepted rounds here.
