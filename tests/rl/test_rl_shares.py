@@ -72,16 +72,28 @@ def _in_shares(learner, tok, library, sandbox, cards, count, counts):
     return rollouts
 
 
+def _iteration_with_a_signal(learner, tok, drawn, library, sandbox, cards, *, rows, rc, keys=8):
+    """The first iteration key (of ``keys``) whose one-process iteration has a learning signal (a
+    group that is not uniform) and runs programs in process 0's rows: which key does depends on the
+    host's floats (the planner's SFT and sampling), what the test checks does not. Returns the
+    iteration's keywords and ``grpo_iteration``'s result."""
+    for k in range(keys):
+        kw = dict(group_size=GROUP, cards=cards, key=jax.random.key(k))
+        state, metrics, it = L.grpo_iteration(learner, learner.init_state(), tok, drawn, library, sandbox, rc=rc, **kw)
+        if metrics["uniform_group_share"] < 1 and any(s.outcome is not None for t in it.trajectories[:rows]
+                                                      for s in t.steps):
+            return kw, state, metrics, it
+    pytest.fail(f"no key of {keys} gave a group with a learning signal: the SFT planner runs no programs")
+
+
 @pytest.mark.parametrize("count", [2, 4])
 def test_an_iteration_in_shares_is_the_one_process_iteration_with_as_many_host_shards(
         setup, math_library, sandbox, count):
     tasks, tok, learner, cards = setup
     drawn = tasks[:4]  # 4 groups: 2 and 4 processes cut the rows where host_shards 2 and 4 do
-    kw = dict(group_size=GROUP, cards=cards, key=jax.random.key(7))
-    state0 = learner.init_state()
-    whole_state, whole_metrics, whole = L.grpo_iteration(
-        learner, state0, tok, drawn, math_library, sandbox, rc=L.RolloutConfig(**{**RC.__dict__, "host_shards": count}),
-        **kw)
+    kw, whole_state, whole_metrics, whole = _iteration_with_a_signal(
+        learner, tok, drawn, math_library, sandbox, cards, rows=len(drawn) * GROUP // count,
+        rc=L.RolloutConfig(**{**RC.__dict__, "host_shards": count}))
     counts = []
     state, metrics, shared = L.grpo_iteration(
         learner, learner.init_state(), tok, drawn, math_library, sandbox, rc=RC,

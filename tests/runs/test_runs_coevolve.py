@@ -90,7 +90,10 @@ def test_round_records_say_what_the_learning_did(full):
     assert 0.0 <= first["dev_accuracy"] <= 1.0 and "mechanism" not in first
     for rec in rounds:
         m = rec["mechanism"]
-        assert 0.0 <= m["uniform_group_share"] <= 1.0 and m["entropy"] >= 0.0 and m["update_norm"] > 0.0
+        assert 0.0 <= m["uniform_group_share"] <= 1.0 and m["entropy"] >= 0.0 and m["update_norm"] >= 0.0
+        # beta = 0: a round whose groups are all uniform trains no row and moves nothing; any other moves
+        # the params (which rounds have a signal depends on the host's floats, e.g. the fake devices' mesh)
+        assert (m["update_norm"] > 0.0) == (m["uniform_group_share"] < 1.0), m
         # configs/chaos.py: 8 tasks an iteration, 2 iterations a round, every draw counted once
         assert sum(m["rods_draws_by_region"].values()) == 16
         assert set(m["rods_draws_by_region"]) <= {"boundary", "mastered", "hard", "unobserved", "variant"}
@@ -98,6 +101,7 @@ def test_round_records_say_what_the_learning_did(full):
         assert c["proposed"] >= c["validated"] >= c["accepted"] >= 0 and c["called_on_validation"] >= 0
         assert c["accepted"] == (len(rec["inserted"]) if rec["outcome"] == "accept" else 0)
         assert 0.0 <= rec["dev_accuracy"] <= 1.0 and rec["dev_per_category"]
+    assert any(rec["mechanism"]["update_norm"] > 0.0 for rec in rounds)  # the rounds learned something
     # round 1 mines from its first iteration's successes; the second iteration is their probation
     assert rounds[0]["mechanism"]["composites"]["validated"] >= 1
 
