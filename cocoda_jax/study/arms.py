@@ -190,6 +190,11 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, A
     return out
 
 
+def has_rounds(arm: Arm, run_config: ml_collections.ConfigDict) -> bool:
+    """Whether ``arm`` runs co-evolution rounds under ``run_config`` (its overrides applied)."""
+    return int(apply_overrides(run_config, arm.overrides).coevolve.rounds) > 0
+
+
 #: Separates an arm's name from its stream number in a stream's cell name (``cocoda@1``).
 STREAM_MARK = "@"
 
@@ -217,7 +222,7 @@ def streams(arm: Arm, n: int, run_config: ml_collections.ConfigDict) -> tuple[Ar
     if "coevolve.replicate" in arm.overrides:
         raise ConfigError(f"arm {arm.name!r} sets coevolve.replicate itself: with streams={n} every arm has its own "
                           "replicate streams, so leave it out (its delta is what the streams average away)")
-    if int(apply_overrides(run_config, arm.overrides).coevolve.rounds) == 0:
+    if not has_rounds(arm, run_config):
         return (arm,)
     return (arm,) + tuple(_stream(arm, r) for r in range(1, int(n)))
 

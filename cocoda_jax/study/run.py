@@ -88,7 +88,7 @@ def _prefix_groups(run_config: ml_collections.ConfigDict, workdir: Path, cells: 
             groups.setdefault((A.prefix_key(arm), seed), []).append(arm)
     out = []
     for (_, seed), members in groups.items():
-        with_rounds = [a for a in members if int(A.apply_overrides(run_config, a.overrides).coevolve.rounds) > 0]
+        with_rounds = [a for a in members if A.has_rounds(a, run_config)]
         if len(members) >= 2 and with_rounds:
             members = [with_rounds[0]] + [a for a in members if a is not with_rounds[0]]
             out.append((seed, members, workdir / "_prefix" / members[0].name / f"seed_{seed}"))
@@ -137,10 +137,13 @@ def _reuse_finished_prefixes(study_config: ml_collections.ConfigDict, workdir: P
     from cocoda_jax.runs import numerics, rundir
 
     started: list[str] = []
+    finished: dict[int, list[Path]] = {}  # per seed: the scan reads every cell's prefix.json
     for arm, seed in cells:
         if _started(cell_dir(workdir, arm.name, seed)):
             continue
-        for pdir in _finished_prefixes(workdir, seed):
+        if seed not in finished:
+            finished[seed] = list(_finished_prefixes(workdir, seed))
+        for pdir in finished[seed]:
             try:
                 owner = A.cell_arm(pdir.parent.name)
             except KeyError:  # an arm no longer defined

@@ -12,6 +12,7 @@ from cocoda_jax.study import arms as A
 from cocoda_jax.study import gather as G
 from cocoda_jax.study import run as R
 from configs import study as study_config
+from tests.study.fake_cells import coin_report
 
 ARMS = ["cocoda", "frozen_library"]
 
@@ -20,12 +21,8 @@ def _runner(config, workdir, **kwargs):
     """Writes what a real cell leaves behind and the study reads: config.json (as coevolve.run
     writes it) and report.json with outcomes drawn from the cell's config."""
     rng = np.random.default_rng(config.seed + (100 if config.coevolve.frozen_library else 0))
-    outcomes = {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5) for i in range(config.domain.n_test)}
-    report = {"test_accuracy": float(np.mean(list(outcomes.values()))), "test_outcomes": outcomes,
-              "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(2)]}
-    workdir.mkdir(parents=True, exist_ok=True)
+    report = coin_report(config, workdir, rng)
     (workdir / "config.json").write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config"), sort_keys=True))
-    (workdir / "report.json").write_text(json.dumps(report))
     return report
 
 

@@ -11,24 +11,17 @@ from cocoda_jax.study import arms as A
 from cocoda_jax.study import run as R
 from cocoda_jax.study import table as T
 from configs import study as study_config
+from tests.study.fake_cells import coin_report
 
 
 def _fake_runner(calls):
     def runner(config, workdir):
         calls.append((config.seed, str(workdir)))
         rng = np.random.default_rng(config.seed + (100 if config.coevolve.frozen_library else 0))
-        report = {"test_accuracy": 0.0,
-                  "test_outcomes": {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5)
-                                    for i in range(config.domain.n_test)},
-                  "per_round": [{"round": r, "val_accuracy": 0.1 * r,
-                                 "val_per_category": {"depth_1": {"n": 2, "accuracy": 0.2 * r},
-                                                      "depth_2": {"n": 2, "accuracy": 0.0},
-                                                      "depth_2_unseen": {"n": 1, "accuracy": 0.0}}}
-                                for r in range(3)]}
-        report["test_accuracy"] = float(np.mean(list(report["test_outcomes"].values())))
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "report.json").write_text(json.dumps(report))
-        return report
+        return coin_report(config, workdir, rng, per_round=[
+            {"round": r, "val_accuracy": 0.1 * r,
+             "val_per_category": {"depth_1": {"n": 2, "accuracy": 0.2 * r}, "depth_2": {"n": 2, "accuracy": 0.0},
+                                  "depth_2_unseen": {"n": 1, "accuracy": 0.0}}} for r in range(3)])
     return runner
 
 
@@ -201,12 +194,7 @@ def _stream_runner(calls):
         calls.append((workdir.parent.name, int(config.coevolve.replicate), int(config.coevolve.rounds)))
         rng = np.random.default_rng([config.seed, config.coevolve.replicate, int(config.coevolve.frozen_library),
                                      config.coevolve.rounds])
-        outcomes = {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5) for i in range(config.domain.n_test)}
-        report = {"test_accuracy": float(np.mean(list(outcomes.values()))), "test_outcomes": outcomes,
-                  "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(2)]}
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "report.json").write_text(json.dumps(report))
-        return report
+        return coin_report(config, workdir, rng)
     return runner
 
 

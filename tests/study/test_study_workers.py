@@ -19,6 +19,7 @@ import pytest
 
 from cocoda_jax.study import run as R
 from configs import study as study_config
+from tests.study.fake_cells import coin_report
 
 CALLS, FAIL, SLEEP = "STUDY_FAKE_CALLS", "STUDY_FAKE_FAIL", "STUDY_FAKE_SLEEP"
 
@@ -48,12 +49,7 @@ def fake_runner(config, workdir, **kw):
     sleeps = dict(item.split("=") for item in os.environ.get(SLEEP, "").split(",") if item)
     time.sleep(float(sleeps.get(key, 0.0)))
     rng = np.random.default_rng([zlib.crc32(workdir.parent.name.encode()), int(config.seed)])
-    outcomes = {f"math-{config.domain.seed}-{i}": int(rng.random() < 0.5) for i in range(config.domain.n_test)}
-    report = {"test_accuracy": float(np.mean(list(outcomes.values()))), "test_outcomes": outcomes,
-              "per_round": [{"round": r, "val_accuracy": 0.1 * r} for r in range(2)]}
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "report.json").write_text(json.dumps(report))
-    return report
+    return coin_report(config, workdir, rng)
 
 
 def compiling_runner(config, workdir, **kw):
