@@ -55,6 +55,7 @@ from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs import xla_cache as xla_cache_lib
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import gather as gather_lib
+from cocoda_jax.study import rounds as rounds_lib
 from cocoda_jax.study import stats, table
 from cocoda_jax.study.arms import cell_dir
 
@@ -634,7 +635,8 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
     task id -> ``seen``/``unseen`` (their accuracy and paired deltas are added when any task has one).
     ``streams``: arm -> the names of its cells at a seed (:func:`~cocoda_jax.study.arms.streams`; default:
     the arm alone); with more than one, a task's outcome is the mean over them, every interval is taken
-    over those means, and the arm's entry adds ``per_stream`` and ``stream_sd``."""
+    over those means, and the arm's entry adds ``per_stream`` and ``stream_sd``. An arm whose cells have
+    round records adds ``rounds`` (:func:`cocoda_jax.study.rounds.summary`: what its rounds did)."""
     streams = streams or {}
     names_of = {a.name: list(streams.get(a.name) or [a.name]) for a in selected if a.available}
     outcomes = {name: {s: _outcomes(reports, names, s) for s in seeds} for name, names in names_of.items()}
@@ -654,6 +656,9 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
                                  "per_depth_delta": None, "available": True, "streams": len(names_of[a.name])}
         if len(names_of[a.name]) > 1:
             entry.update(_stream_figures(reports, names_of[a.name], seeds))
+        did = rounds_lib.summary(reports, names_of[a.name], seeds)
+        if did is not None:
+            entry["rounds"] = did
         if REFERENCE in outcomes:
             delta = stats.paired_delta(outcomes[a.name], outcomes[REFERENCE], seeds, b=b, seed=boot_seed)
             entry["delta_vs_cocoda"], entry["delta_ci95"] = delta.point, delta.ci

@@ -115,10 +115,44 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
                 deltas.append("—" if e is None or name == reference else
                               f"{_signed(e['delta'])} {_signed_interval(e['ci95'])} (n {e['n']})")
             lines.append("| " + " | ".join([f"`{name}`"] + accs + deltas) + " |")
+    lines += _rounds_section(study)
     if unavailable:
         lines += ["", "## Unavailable arms", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in unavailable]
     return "\n".join(lines) + "\n"
+
+
+def _by_round(mechanism: Sequence[Mapping[str, Any]], key: str, digits: int) -> str:
+    return " / ".join(_num(m.get(key), digits) for m in mechanism) or "—"
+
+
+def _rounds_section(study: Mapping[str, Any]) -> list[str]:
+    """What each arm's rounds did (study.json ``arms.ARM.rounds``), for the arms that have it."""
+    rows = [(name, a["rounds"]) for name, a in study["arms"].items() if a.get("available") and a.get("rounds")]
+    if not rows:
+        return []
+    seeds = len(study["seeds"])
+    lines = ["", "## What the rounds did", "",
+             "Composites mined in the rounds (not in stage 1): kept in the final library and called on test, the "
+             "mean per cell, and at how many seeds some cell calls one. Per round (1 / 2 / ...), the mean over the "
+             "arm's cells: GRPO's share of uniform groups (no learning signal), the sampled entropy (nats/token), "
+             "the update norm summed over the round's steps; and the share of RODS's draws from boundary tasks.", "",
+             "| arm | round composites kept / called (per cell) | seeds with one called | uniform groups | entropy "
+             "| update norm | boundary draws |", "|---|---|---|---|---|---|---|"]
+    for name, did in rows:
+        comps = did.get("composites") or []
+        kept = _num(float(np.mean([c["kept"] for c in comps])), 1) if comps else "—"
+        called = _num(float(np.mean([c["called_on_test"] for c in comps])), 1) if comps else "—"
+        mech = did.get("mechanism") or []
+        boundary = []
+        for m in mech:
+            draws = m.get("rods_draws_by_region") or {}
+            total = sum(draws.values())
+            boundary.append(_num(draws.get("boundary", 0) / total, 2) if total else "—")
+        lines.append(f"| `{name}` | {kept} / {called} | {did.get('seeds_with_a_round_composite_called', 0)} of {seeds} "
+                     f"| {_by_round(mech, 'uniform_group_share', 2)} | {_by_round(mech, 'entropy', 3)} "
+                     f"| {_by_round(mech, 'update_norm', 3)} | {' / '.join(boundary) or '—'} |")
+    return lines
 
 
 def write_markdown(study: Mapping[str, Any], path: str | Path, reference: str = "cocoda") -> Path:

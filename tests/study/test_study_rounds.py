@@ -1,0 +1,79 @@
+"""cocoda_jax.study.rounds: what an arm's rounds did, from hand-made cell reports."""
+
+import pytest
+
+from cocoda_jax.study import arms as A
+from cocoda_jax.study import rounds
+from cocoda_jax.study import run as R
+from cocoda_jax.study import table as T
+
+
+def _report(*, final, inserted, uses, mechanism=(), outcomes=None):
+    """A cell's report: ``inserted[r]`` the composites round r inserted (round 0: stage 1), ``final``
+    the final library's composites, ``uses`` their test calls, ``mechanism[r - 1]`` round r's record."""
+    per_round = []
+    for r, names in enumerate(inserted):
+        rec = {"round": r, "inserted": list(names), "outcome": "initial" if r == 0 else "accept"}
+        if r >= 1 and r - 1 < len(mechanism):
+            rec["mechanism"] = mechanism[r - 1]
+        per_round.append(rec)
+    return {"composites": [{"name": n} for n in final], "test_composite_uses": dict(uses), "per_round": per_round,
+            "test_outcomes": outcomes or {"t0": 1, "t1": 0}}
+
+
+def _mech(uniform, entropy, norm, draws):
+    return {"uniform_group_share": uniform, "entropy": entropy, "update_norm": norm, "rods_draws_by_region": draws}
+
+
+def test_round_composites_count_only_what_the_rounds_mined_and_the_final_library_keeps():
+    report = _report(final=["warm_a", "r1_kept_called", "r1_kept_idle"],
+                     inserted=[["warm_a"], ["r1_kept_called", "r1_kept_idle"], ["r2_refused"]],
+                     uses={"warm_a": 9, "r1_kept_called": 3, "r2_refused": 5})
+    assert rounds.round_composites(report) == {"kept": 2, "called_on_test": 1}
+    assert rounds.round_composites({"per_round": []}) is None  # a report without the records
+
+
+def test_mechanism_by_round_averages_the_cells_and_sums_the_draws():
+    a = _report(final=[], inserted=[[], [], []], uses={},
+                mechanism=[_mech(1.0, 0.0, None, {"unobserved": 10}), _mech(0.5, 0.2, 0.4, {"boundary": 2, "hard": 8})])
+    b = _report(final=[], inserted=[[], []], uses={}, mechanism=[_mech(0.5, 0.1, 0.2, {"unobserved": 6, "boundary": 4})])
+    by_round = rounds.mechanism_by_round([a, b])
+    assert [m["round"] for m in by_round] == [1, 2] and [m["cells"] for m in by_round] == [2, 1]
+    assert by_round[0]["uniform_group_share"] == pytest.approx(0.75)
+    assert by_round[0]["entropy"] == pytest.approx(0.05)
+    assert by_round[0]["update_norm"] == pytest.approx(0.2)  # the cell that trained nothing (None) is left out
+    assert by_round[0]["rods_draws_by_region"] == {"boundary": 4, "unobserved": 16}
+    assert by_round[1]["update_norm"] == pytest.approx(0.4)
+
+
+def test_summary_counts_the_seeds_where_some_stream_calls_a_round_composite():
+    mech = [_mech(0.9, 0.01, 0.1, {"boundary": 1, "unobserved": 9})]
+    reports = {
+        ("cocoda", 13): _report(final=["x"], inserted=[[], ["x"]], uses={"x": 2}, mechanism=mech),
+        ("cocoda@1", 13): _report(final=[], inserted=[[], ["y"]], uses={}, mechanism=mech),
+        ("cocoda", 42): _report(final=["z"], inserted=[[], ["z"]], uses={}, mechanism=mech),   # kept, never called
+        ("cocoda@1", 42): _report(final=[], inserted=[[], []], uses={}, mechanism=mech),
+        ("sft_only", 13): _report(final=["w"], inserted=[["w"]], uses={"w": 4}),
+        ("sft_only", 42): _report(final=["w"], inserted=[["w"]], uses={"w": 4}),
+    }
+    did = rounds.summary(reports, ["cocoda", "cocoda@1"], [13, 42])
+    assert did["seeds_with_a_round_composite_called"] == 1
+    assert [(c["cell"], c["seed"], c["kept"], c["called_on_test"]) for c in did["composites"]] == [
+        ("cocoda", 13, 1, 1), ("cocoda@1", 13, 0, 0), ("cocoda", 42, 1, 0), ("cocoda@1", 42, 0, 0)]
+    assert did["mechanism"][0]["cells"] == 4
+    assert rounds.summary(reports, ["sft_only"], [13, 42]) is None  # no rounds: nothing to say
+
+
+def test_summarize_and_study_md_carry_what_the_rounds_did():
+    mech = [_mech(0.8, 0.02, 0.3, {"boundary": 3, "unobserved": 7})]
+    reports = {(arm, s): _report(final=["x"], inserted=[[], ["x"]] if arm == "cocoda" else [["x"]],
+                                 uses={"x": 1}, mechanism=mech if arm == "cocoda" else ())
+               for arm in ("cocoda", "sft_only") for s in (13, 42)}
+    depths = {s: {"t0": 1, "t1": 2} for s in (13, 42)}
+    study = R.summarize(A.select(["cocoda", "sft_only"]), [13, 42], reports, depths, n_test=2, wall_s=1.0, b=50)
+    assert study["arms"]["cocoda"]["rounds"]["seeds_with_a_round_composite_called"] == 2
+    assert "rounds" not in study["arms"]["sft_only"]
+    md = T.markdown(study)
+    assert "## What the rounds did" in md
+    row = next(line for line in md.splitlines() if line.startswith("| `cocoda` | 1.0 / 1.0"))
+    assert "2 of 2" in row and "0.80" in row and "0.30" in row  # boundary share 3 of 10 draws
