@@ -17,17 +17,25 @@ import numpy as np
 MECHANISM_MEANS = ("uniform_group_share", "entropy", "update_norm")
 
 
-def round_composites(report: Mapping[str, Any]) -> dict[str, int] | None:
-    """``kept``: composites inserted by a round >= 1 that the final library holds; ``called_on_test``:
-    how many of those the test rollouts call. ``None`` when the report lacks the records."""
+def kept_round_composites(report: Mapping[str, Any]) -> dict[str, int] | None:
+    """Each composite inserted by a round >= 1 (not stage 1) that the final library holds -> its calls
+    in the test rollouts. ``None`` when the report lacks the records."""
     if "composites" not in report or "test_composite_uses" not in report:
         return None
     final = {c["name"] for c in report["composites"]}
     mined = {n for rec in report.get("per_round", []) if int(rec.get("round", 0)) >= 1
              for n in rec.get("inserted") or []}
-    kept = sorted(mined & final)
     uses = report["test_composite_uses"]
-    return {"kept": len(kept), "called_on_test": sum(1 for n in kept if int(uses.get(n, 0)) > 0)}
+    return {n: int(uses.get(n, 0)) for n in sorted(mined & final)}
+
+
+def round_composites(report: Mapping[str, Any]) -> dict[str, int] | None:
+    """``kept``: composites inserted by a round >= 1 that the final library holds; ``called_on_test``:
+    how many of those the test rollouts call. ``None`` when the report lacks the records."""
+    kept = kept_round_composites(report)
+    if kept is None:
+        return None
+    return {"kept": len(kept), "called_on_test": sum(1 for calls in kept.values() if calls > 0)}
 
 
 def mechanism_by_round(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -74,4 +82,4 @@ def summary(reports: Mapping[tuple[str, int], Mapping[str, Any]], names: Sequenc
             "mechanism": mechanism}
 
 
-__all__ = ["MECHANISM_MEANS", "mechanism_by_round", "round_composites", "summary"]
+__all__ = ["MECHANISM_MEANS", "kept_round_composites", "mechanism_by_round", "round_composites", "summary"]

@@ -30,6 +30,7 @@ def test_round_composites_count_only_what_the_rounds_mined_and_the_final_library
                      inserted=[["warm_a"], ["r1_kept_called", "r1_kept_idle"], ["r2_refused"]],
                      uses={"warm_a": 9, "r1_kept_called": 3, "r2_refused": 5})
     assert rounds.round_composites(report) == {"kept": 2, "called_on_test": 1}
+    assert rounds.kept_round_composites(report) == {"r1_kept_called": 3, "r1_kept_idle": 0}
     assert rounds.round_composites({"per_round": []}) is None  # a report without the records
 
 

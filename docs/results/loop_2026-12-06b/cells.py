@@ -1,6 +1,6 @@
 """Per finished cell of a study directory: what its rounds did.
 
-* ``mined_in_rounds_kept``: composites inserted by an accepted round >= 1 that the final library keeps;
+* ``mined_in_rounds_kept``: composites inserted by a round >= 1 that the final library keeps;
   ``called_on_test``: how many of those the test rollouts call (``test_calls``: the calls of each);
 * ``mechanism``: per round, GRPO's uniform-group share, entropy, summed update norm and RODS's draws by region;
 * ``rods_redraws``: from the last saved RODS tracker, the tasks with a group whose rewards differed (a
@@ -13,19 +13,16 @@ import json
 import sys
 from pathlib import Path
 
+from cocoda_jax.study import rounds
+
 
 def cell_figures(report: dict) -> dict:
-    kept = {c["name"] for c in report["composites"]}
-    mined = [n for rec in report["per_round"] if rec["round"] >= 1 and rec.get("outcome") == "accept"
-             for n in rec.get("inserted", [])]
-    in_final = [n for n in mined if n in kept]
-    called = {n: report["test_composite_uses"].get(n, 0) for n in in_final}
-    mechanism = [{k: rec["mechanism"][k] for k in ("uniform_group_share", "entropy", "update_norm",
-                                                   "rods_draws_by_region")}
-                 for rec in report["per_round"] if "mechanism" in rec]
-    return {"test_accuracy": report["test_accuracy"], "mined_in_rounds_kept": len(in_final),
-            "called_on_test": sum(1 for v in called.values() if v > 0), "test_calls": called,
-            "outcomes": [rec.get("outcome") for rec in report["per_round"][1:]], "mechanism": mechanism}
+    called = rounds.kept_round_composites(report)
+    figures = rounds.round_composites(report)
+    return {"test_accuracy": report["test_accuracy"], "mined_in_rounds_kept": figures["kept"],
+            "called_on_test": figures["called_on_test"], "test_calls": called,
+            "outcomes": [rec.get("outcome") for rec in report["per_round"][1:]],
+            "mechanism": rounds.mechanism_by_round([report])}
 
 
 def rods_redraws(cell: Path) -> dict:
