@@ -9,8 +9,10 @@ Sections: ``run`` (the run config every cell starts from; each arm's overrides a
 are applied to a copy), ``seeds`` (each cell sets ``run.seed`` and ``run.domain.seed`` to it),
 ``arms`` (names; the unavailable ones are reported, not run), ``streams`` (runs of each arm's rounds at a
 seed, each under its own random stream, averaged per task; 1: one run, as every study so far; N costs the
-rounds N times, the shared stages 1-2 once: ``--config.streams=2``), ``bootstrap`` (replicates of the
-intervals) and ``bootstrap_seed``.
+rounds N times, the shared stages 1-2 once: ``--config.streams=2``), ``arm_streams`` (other counts
+for named arms, ``--config.arm_streams=no_tdr=1``: the reference in two streams beside an arm whose cell
+costs twice as much in one; empty: every arm ``streams``), ``bootstrap`` (replicates of the intervals)
+and ``bootstrap_seed``.
 
 Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (11 arms
 x 3 seeds = 33 cells; ``sft_only`` is the stage-2 planner itself, scored on the same test tasks).
@@ -65,5 +67,5 @@ def get_config(preset: str | None = None) -> ml_collections.ConfigDict:
         seeds, names = (13,), ("cocoda", "frozen_library")
     else:
         raise ValueError(f"unknown study preset {preset!r}; known: {PRESETS}")
-    return ml_collections.ConfigDict(dict(preset=preset, run=run, seeds=seeds, arms=names, streams=1,
+    return ml_collections.ConfigDict(dict(preset=preset, run=run, seeds=seeds, arms=names, streams=1, arm_streams="",
                                           bootstrap=2000, bootstrap_seed=0))

@@ -227,6 +227,28 @@ def streams(arm: Arm, n: int, run_config: ml_collections.ConfigDict) -> tuple[Ar
     return (arm,) + tuple(_stream(arm, r) for r in range(1, int(n)))
 
 
+def stream_counts(default: int, spec: str, arm_names: Sequence[str]) -> dict[str, int]:
+    """How many streams each arm in ``arm_names`` runs: ``default`` (the study's ``streams``) except the
+    arms ``spec`` names (the study's ``arm_streams``, ``"no_tdr=1,cocoda=3"``): so the reference can
+    run more streams than an arm whose cell costs twice as much, in one study whose table holds both.
+    An arm ``spec`` names that is not in ``arm_names`` is ignored (the same config serves a study of fewer
+    arms); an unknown arm, a repeated one or a count that is not an integer >= 1 is a ConfigError."""
+    counts = {name: default for name in arm_names}
+    seen: set[str] = set()
+    for item in filter(None, (part.strip() for part in str(spec or "").split(","))):
+        name, eq, value = (x.strip() for x in item.partition("="))
+        if not eq or not value.isdigit() or int(value) < 1:
+            raise ConfigError(f"arm_streams: {item!r} is not ARM=N with an integer N >= 1")
+        if name not in _BY_NAME:
+            raise ConfigError(f"arm_streams: unknown arm {name!r}; known: {', '.join(_BY_NAME)}")
+        if name in seen:
+            raise ConfigError(f"arm_streams: {name!r} is given twice")
+        seen.add(name)
+        if name in counts:
+            counts[name] = int(value)
+    return counts
+
+
 def _stream(arm: Arm, r: int) -> Arm:
     return dataclasses.replace(arm, name=f"{arm.name}{STREAM_MARK}{r}",
                                description=f"{arm.description} (stream {r}: coevolve.replicate={r})",
@@ -258,4 +280,4 @@ def cell_config(run_config: ml_collections.ConfigDict, arm: Arm, seed: int) -> m
 
 
 __all__ = ["ARMS", "Arm", "STAGE3_ONLY", "STREAM_MARK", "apply_overrides", "base_name", "cell_arm", "cell_config",
-           "cell_dir", "get", "names", "prefix_key", "select", "streams"]
+           "cell_dir", "get", "names", "prefix_key", "select", "stream_counts", "streams"]

@@ -5,7 +5,9 @@ plots (``launch/study.py`` is its command line).
 Streams (the study config's ``streams``, default 1): with N > 1 every arm that has rounds also runs
 N - 1 more cells at each seed, ``workdir/ARM@r/seed_S`` (:func:`~cocoda_jax.study.arms.streams`: the
 same stages 1-2, the rounds' randomness from another seed), and the arm's outcome on a task is the
-mean over its N streams. The cells run stream by stream (every arm's first stream first).
+mean over its N streams. ``arm_streams`` (``"no_tdr=1"``) gives named arms another count
+(:func:`~cocoda_jax.study.arms.stream_counts`). The cells run stream by stream (every arm's first
+stream first).
 
 Resumable: a cell whose ``report.json`` exists is read, not rerun; an interrupted cell resumes
 from its own checkpoints (coevolve.run resumes from its workdir). The measured seconds of each cell
@@ -28,7 +30,7 @@ memory goes back to the system). Every cell is deterministic from its config, so
 changes; ``workers=1`` runs everything in this process, in order.
 
 The study config (``configs/study.py``): ``run`` (the run config every cell starts from),
-``seeds``, ``arms``, ``streams``, ``bootstrap`` (replicates), ``bootstrap_seed``.
+``seeds``, ``arms``, ``streams``, ``arm_streams``, ``bootstrap`` (replicates), ``bootstrap_seed``.
 """
 
 from __future__ import annotations
@@ -524,10 +526,12 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds repeat: {seeds}")
     runnable = [a for a in selected if a.available]
-    n_streams = study_config.get("streams", 1)
-    stream_arms = {a.name: A.streams(a, n_streams, study_config.run) for a in runnable}
+    counts = A.stream_counts(study_config.get("streams", 1), study_config.get("arm_streams", ""),
+                             [a.name for a in runnable])
+    stream_arms = {a.name: A.streams(a, counts[a.name], study_config.run) for a in runnable}
     # stream-major: the first stream of every arm first, so a study stopped early is a whole one-stream study
-    cells = [(arms_of[r], s) for r in range(int(n_streams)) for arms_of in stream_arms.values() if r < len(arms_of)
+    n_streams = max((len(arms_of) for arms_of in stream_arms.values()), default=1)
+    cells = [(arms_of[r], s) for r in range(n_streams) for arms_of in stream_arms.values() if r < len(arms_of)
              for s in seeds]
     for a in selected:
         if not a.available:

@@ -54,8 +54,11 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
         "which the bootstrap's seed level understates with three seeds).", "",
     ]
     n_streams = int(study.get("streams", 1))
+    with_rounds = {int(a.get("streams", 1)) for a in study["arms"].values() if a.get("available") and "rounds" in a}
     if n_streams > 1:
-        lines += [f"Streams: every arm with rounds ran them {n_streams} times at each seed (`coevolve.replicate` "
+        every = (f"every arm with rounds ran them {n_streams} times" if with_rounds <= {n_streams} else
+                 f"an arm with rounds ran them up to {n_streams} times (the last column says how many)")
+        lines += [f"Streams: {every} at each seed (`coevolve.replicate` "
                   f"0..{n_streams - 1}, the same stages 1-2); a task's outcome is the mean over an arm's streams, and "
                   "every figure of this page is taken over those means. The last column: the standard deviation "
                   "of the streams' test accuracies, per seed.", ""]
@@ -80,7 +83,8 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
         row += [_num((a.get("per_depth") or {}).get(d)) for d in depths]
         if n_streams > 1:
             sd = a.get("stream_sd")
-            row.append(f"{a.get('streams', 1)}: " + ", ".join(_num(x) for x in sd) if sd else "1 (no rounds)")
+            row.append(f"{a.get('streams', 1)}: " + ", ".join(_num(x) for x in sd) if sd else
+                       "1" if "rounds" in a else "1 (no rounds)")
         lines.append("| " + " | ".join(row) + " |")
     rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()
             if name != reference and a.get("available") and a.get("per_depth_delta")]

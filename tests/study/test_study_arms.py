@@ -97,6 +97,13 @@ def test_the_direct_arm_is_a_valid_run_config():
     assert settings.rollout.max_steps == 1 and settings.retrieval.mode == "none"
 
 
+def test_stream_counts_default_to_streams_except_the_arms_named():
+    assert A.stream_counts(2, "", ["cocoda", "no_tdr"]) == {"cocoda": 2, "no_tdr": 2}
+    assert A.stream_counts(2, " no_tdr = 1 ,cocoda=3,", ["cocoda", "no_tdr", "no_gar"]) == {
+        "cocoda": 3, "no_tdr": 1, "no_gar": 2}
+    assert A.stream_counts(1, "no_tdr=2", ["cocoda"]) == {"cocoda": 1}  # an arm not in this study: ignored
+
+
 def test_streams_are_the_arm_reseeded_in_its_rounds_only():
     run = default.get_config()
     no_ctd = A.get("no_ctd")

@@ -237,6 +237,50 @@ def test_streams_run_each_arm_with_rounds_n_times_and_average_their_outcomes(tmp
     assert len(calls) == n and again["arms"] == study["arms"]
 
 
+def test_arm_streams_give_named_arms_their_own_count_in_one_table(tmp_path):
+    """streams=2 with arm_streams="frozen_library=1": cocoda averages two streams, frozen_library runs once
+    and is compared with cocoda's mean; study.md says the counts differ and which arm ran how many."""
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap, cfg.streams, cfg.arm_streams = 100, 2, "frozen_library=1, no_tdr=3"  # no_tdr: not selected
+    cfg.run.domain.n_test = 40
+    calls = []
+    base = _stream_runner(calls)
+
+    def runner(config, workdir, **kw):  # cells with rounds say what their rounds did, as real ones do
+        report = base(config, workdir, **kw)
+        if config.coevolve.rounds and kw.get("stop_after_round") != 0:
+            report["per_round"] = [{"round": r, "mechanism": {"uniform_group_share": 0.5}} for r in (1, 2)]
+            (workdir / "report.json").write_text(json.dumps(report))
+        return report
+
+    study = R.run_study(cfg, tmp_path, arms=["cocoda", "frozen_library", "sft_only"], seeds=[13, 42], runner=runner,
+                        depth_fn=_depths, log=lambda line: None)
+    assert sorted({name for name, _, _ in calls}) == ["cocoda", "cocoda@1", "frozen_library", "sft_only"]
+    arms = study["arms"]
+    assert (arms["cocoda"]["streams"], arms["frozen_library"]["streams"], arms["sft_only"]["streams"]) == (2, 1, 1)
+    assert study["streams"] == 2 and "per_stream" not in arms["frozen_library"]
+    acc = {(c, s): json.loads((R.cell_dir(tmp_path, c, s) / "report.json").read_text())["test_accuracy"]
+           for c in ("cocoda", "cocoda@1", "frozen_library") for s in (13, 42)}
+    want = np.mean([acc[("frozen_library", s)] - np.mean([acc[("cocoda", s)], acc[("cocoda@1", s)]]) for s in (13, 42)])
+    assert arms["frozen_library"]["delta_vs_cocoda"] == pytest.approx(want)
+    md = (tmp_path / "study.md").read_text()
+    assert "ran them up to 2 times (the last column says how many)" in md
+    assert "| `frozen_library` |" in md and md.split("| `frozen_library` |")[1].split("\n")[0].endswith("| 1 |")
+    assert md.split("| `sft_only` |")[1].split("\n")[0].endswith("| 1 (no rounds) |")
+
+
+@pytest.mark.parametrize("spec, match", [("cocoda=0", "integer N >= 1"), ("cocoda", "ARM=N"), ("cocoda=two", "ARM=N"),
+                                         ("imaginary=2", "unknown arm"), ("cocoda=2,cocoda=3", "given twice")])
+def test_arm_streams_that_cannot_mean_what_they_say_are_refused_before_anything_runs(tmp_path, spec, match):
+    cfg = study_config.get_config("smoke")
+    cfg.streams, cfg.arm_streams = 2, spec
+    calls = []
+    with pytest.raises(ConfigError, match=match):
+        R.run_study(cfg, tmp_path, arms=["cocoda"], seeds=[13], runner=_stream_runner(calls), depth_fn=_depths,
+                    log=lambda line: None)
+    assert calls == [] and not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("arms, streams", [(["cocoda_replicate"], 2), (["cocoda"], 0), (["cocoda"], True)])
 def test_streams_that_cannot_mean_what_they_say_are_refused_before_anything_runs(tmp_path, arms, streams):
     cfg = study_config.get_config("smoke")
