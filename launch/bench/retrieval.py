@@ -21,7 +21,8 @@ names, one per line, the ``bare`` card style), to hold against ``full_bare_list_
 
 ``--ranker`` (default ``hybrid``: BM25 plus the dual encoder of :mod:`cocoda_jax.retrieval.encoder`,
 trained here on the library's cards and the usage records; ``expanded``: BM25 over each card followed by
-the words of the solved training questions that call the tool; not for BFCL) adds ``typed_dag_ranked``, ``flat_ranker``,
+the words of the solved training questions that call the tool; ``expanded_hybrid``: that plus the
+encoder; the expanded ones not for BFCL) adds ``typed_dag_ranked``, ``flat_ranker``,
 ``flat_ranker_usage`` and ``raptor`` (:class:`cocoda_jax.retrieval.baselines.RaptorTree`), every one
 ranked by that ranker; ``--ablation`` adds one ``ablate_<stage>`` row per stage of the ranked cascade
 switched off or changed (:data:`DOMAIN_ABLATIONS`); ``--ranker=none`` gives the rows above only.
@@ -103,12 +104,13 @@ _DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's question
 _SPLIT = flags.DEFINE_enum("split", "val", ["val", "test"], "Which held-out questions (--domain mode).")
 _HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "config.domain.heldout (--domain mode).")
 _GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
-_RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid", "expanded"],
+_RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid", "expanded",
+                                                     "expanded_hybrid"],
                             "--domain mode: the ranker that stands for the LM's choice in the optional-aware cascade, "
                             "flat_ranker and the RAPTOR tree (encoder: the dual encoder trained here on the cards and "
                             "usage records; hybrid: BM25 + encoder; expanded: BM25 over each card followed by the "
-                            "words of the solved training questions that call the tool; not for "
-                            "--domain=bfcl); 'none': the signature cascade and BM25 only.")
+                            "words of the solved training questions that call the tool; expanded_hybrid: expanded + "
+                            "encoder; the expanded ones not for --domain=bfcl); 'none': the signature cascade and BM25 only.")
 _ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row per cascade stage switched off.")
 _ENCODER_SEED = flags.DEFINE_integer("encoder_seed", 0, "--domain mode: the dual encoder's seed.")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
@@ -274,10 +276,10 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
 
         from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder, train_ensemble
 
-        if ranker == "expanded":
+        if ranker in ("expanded", "expanded_hybrid"):
             from cocoda_jax.retrieval.rankers import BM25Ranker
             index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
-        elif ranker != "bm25":
+        if ranker in ("encoder", "hybrid", "expanded_hybrid"):
             t0 = time.perf_counter()
             pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
             enc_config = EncoderConfig(steps=150, card_views=12, seed=encoder_seed)  # chosen on the val split
@@ -287,6 +289,8 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
                 rk = train_ensemble(index.names, index.texts, pairs, enc_config, encoder_members)
             index.add_ranker("encoder", rk)
             index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, 1.0)]))
+            if ranker == "expanded_hybrid":
+                index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, 1.0)]))
             extra["encoder"] = {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs),
                                 "steps": enc_config.steps, "card_views": enc_config.card_views,
                                 "seed": encoder_seed, "members": encoder_members}
@@ -349,7 +353,7 @@ def main(argv):
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value
-        if ranker == "expanded":
+        if ranker in ("expanded", "expanded_hybrid"):
             raise app.UsageError("--ranker=expanded is not wired for --domain=bfcl (its usage records live in the BFCL bench)")
         _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL, ranker=ranker,
                               ablation=_ABLATION.value))
