@@ -113,6 +113,8 @@ _RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hyb
                             "encoder; the expanded ones not for --domain=bfcl); 'none': the signature cascade and BM25 only.")
 _ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row per cascade stage switched off.")
 _ENCODER_SEED = flags.DEFINE_integer("encoder_seed", 0, "--domain mode: the dual encoder's seed.")
+_ENCODER_WEIGHT = flags.DEFINE_float("encoder_weight", 1.0, "--domain mode: the encoder's weight in the hybrid "
+                                     "and expanded_hybrid sums (BM25's is 1).")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
                                         "--encoder_seed).")
 
@@ -236,7 +238,8 @@ def domain_library(domain: str, seed: int, heldout: str = "instances", n_queries
 
 def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
                      grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
-                     ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1) -> dict:
+                     ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1,
+                     encoder_weight: float = 1.0) -> dict:
     """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
     cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
     the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``."""
@@ -288,12 +291,12 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
             else:
                 rk = train_ensemble(index.names, index.texts, pairs, enc_config, encoder_members)
             index.add_ranker("encoder", rk)
-            index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, 1.0)]))
+            index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, encoder_weight)]))
             if ranker == "expanded_hybrid":
-                index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, 1.0)]))
+                index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, encoder_weight)]))
             extra["encoder"] = {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs),
                                 "steps": enc_config.steps, "card_views": enc_config.card_views,
-                                "seed": encoder_seed, "members": encoder_members}
+                                "seed": encoder_seed, "members": encoder_members, "weight": encoder_weight}
         ranked = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker=ranker,
                                      prior_weight=base.usage_weight)
         raptor_tree = baselines.RaptorTree(index, ranker, branching=6, seed=seed)
@@ -362,7 +365,8 @@ def main(argv):
         ranker = None if _RANKER.value == "none" else _RANKER.value
         _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, n_queries, _SEED.value, counter,
                                 _HELDOUT.value, _GROW.value, ranker=ranker, ablation=_ABLATION.value,
-                                encoder_seed=_ENCODER_SEED.value, encoder_members=_ENCODER_MEMBERS.value))
+                                encoder_seed=_ENCODER_SEED.value, encoder_members=_ENCODER_MEMBERS.value,
+                                encoder_weight=_ENCODER_WEIGHT.value))
         return
     sizes = [int(s) for s in _SIZES.value]
     sandbox = None
