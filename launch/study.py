@@ -7,6 +7,7 @@ r"""The study: every available arm x seed as one co-evolution run, then accuracy
     python -m launch.study --workdir=/tmp/study --workers=2 --pin_cores  # 2 cells at a time, a core each
     python -m launch.study --workdir=/tmp/all --gather=/tmp/study_a,/tmp/study_b  # cells run elsewhere, one table
     python -m launch.study --workdir=DIR --config.streams=2  # each arm's rounds twice a seed, averaged per task
+    python -m launch.study --workdir=DIR --config.streams=2 --config.arm_streams=no_tdr=1  # no_tdr once
 
 Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
 its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``. With
