@@ -8,6 +8,7 @@ r"""The study: every available arm x seed as one co-evolution run, then accuracy
     python -m launch.study --workdir=/tmp/all --gather=/tmp/study_a,/tmp/study_b  # cells run elsewhere, one table
     python -m launch.study --workdir=DIR --config.streams=2  # each arm's rounds twice a seed, averaged per task
     python -m launch.study --workdir=DIR --config.streams=2 --config.arm_streams=no_tdr=1  # no_tdr once
+    python -m launch.study --workdir=DIR --plan  # what is finished, what is left, its ETA; runs nothing
 
 Cells run in ``DIR/ARM/seed_S`` (a finished cell is read back, an interrupted one resumes from
 its checkpoints); writes ``DIR/study.json``, ``DIR/study.md`` and ``DIR/plots/*.png``. With
@@ -48,6 +49,8 @@ _XLA_CACHE = flags.DEFINE_string("xla_cache", "auto", "Persistent XLA compilatio
 _GATHER = flags.DEFINE_list("gather", [], "Other study directories: their finished cells that WORKDIR lacks are "
                             "copied in first (each only if run under the config this study gives it, with its "
                             "seconds); the cells still missing then run.")
+_PLAN = flags.DEFINE_bool("plan", False, "Print what the study would do now (each cell finished, resumed, started "
+                          "from a shared prefix or new; the ETA of the rest) and stop: nothing runs or is written.")
 _PIN = flags.DEFINE_bool("pin_cores", False, "With --workers > 1: each cell's process keeps to its own share of "
                          "the cores (no two cells on one core; XLA's threads sized to the share).")
 
@@ -77,8 +80,15 @@ def _config():
 def main(argv) -> None:
     del argv
     workdir = local_workdir(_WORKDIR.value)
-    route_logs(workdir)  # the cells' INFO logs go to workdir/logs/run.log; the console keeps the progress lines
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
+    if _PLAN.value:
+        plan = study_run.plan_study(_config(), workdir, arms=_ARMS.value, seeds=seeds, workers=_WORKERS.value)
+        for c in plan["cells"]:
+            print(f"{c['cell']}: {c['state']}")
+        eta = "unknown (no cell has finished)" if plan["eta_s"] is None else f"{plan['eta_s'] / 60:.0f} min"
+        print(f"{plan['left']} of {len(plan['cells'])} cell(s) left; ETA with {plan['workers']} worker(s): {eta}")
+        return
+    route_logs(workdir)  # the cells' INFO logs go to workdir/logs/run.log; the console keeps the progress lines
     try:
         study = study_run.run_study(_config(), workdir, arms=_ARMS.value, seeds=seeds,
                                     log=lambda line: print(line, flush=True), workers=_WORKERS.value,

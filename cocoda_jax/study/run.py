@@ -474,6 +474,55 @@ def _run_parallel(study_config: ml_collections.ConfigDict, workdir: Path, cells:
         raise RuntimeError(f"cells not run: {[f'{a.name}/seed_{s}' for _, a, s in pending_cells]}")
 
 
+def _cells(study_config: ml_collections.ConfigDict, arms: Sequence[str] | None, seeds: Sequence[int] | None
+           ) -> tuple[tuple[A.Arm, ...], list[int], dict[str, tuple[A.Arm, ...]], list[tuple[A.Arm, int]]]:
+    """The study's arms (as selected), seeds, each available arm's streams and the (cell arm, seed)
+    cells in the order they run: stream-major, the first stream of every arm first, so a study stopped
+    early is a whole one-stream study."""
+    selected = A.select(list(arms) if arms else list(study_config.arms))
+    seeds = [int(s) for s in (seeds if seeds else study_config.seeds)]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds repeat: {seeds}")
+    runnable = [a for a in selected if a.available]
+    counts = A.stream_counts(study_config.get("streams", 1), study_config.get("arm_streams", ""),
+                             [a.name for a in runnable])
+    stream_arms = {a.name: A.streams(a, counts[a.name], study_config.run) for a in runnable}
+    n_streams = max((len(arms_of) for arms_of in stream_arms.values()), default=1)
+    cells = [(arms_of[r], s) for r in range(n_streams) for arms_of in stream_arms.values() if r < len(arms_of)
+             for s in seeds]
+    return selected, seeds, stream_arms, cells
+
+
+def plan_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, arms: Sequence[str] | None = None,
+               seeds: Sequence[int] | None = None, workers: int = 1) -> dict[str, Any]:
+    """What :func:`run_study` would do in ``workdir`` now, without doing any of it (nothing is run,
+    copied or written): each cell in the order it runs with its ``state``, ``finished`` (its report is
+    read back; one finished under another config is the ConfigError the run would raise), ``resumes``
+    (from its own checkpoints), ``from_prefix`` (a copy of a shared prefix: its stage 3 is left) or
+    ``new``; how many are left, and their ETA at ``workers`` from the seconds the finished cells took
+    (``cell_times.json``, priced by arm weight; None before any cell has finished). A study of hours
+    on a shared machine is then sized before it starts. Cells that another study holds (``--gather``)
+    or that a finished prefix could start are counted as ``new``."""
+    workdir = Path(workdir)
+    _, _, _, cells = _cells(study_config, arms, seeds)
+    out = []
+    for arm, seed in cells:
+        cdir = cell_dir(workdir, arm.name, seed)
+        if finished_report(study_config, workdir, arm, seed) is not None:
+            state = "finished"
+        elif _from_prefix(cdir):
+            state = "from_prefix"
+        elif _started(cdir):
+            state = "resumes"
+        else:
+            state = "new"
+        out.append({"cell": f"{arm.name}/seed_{seed}", "state": state, "weight": arm.weight})
+    left = [c["weight"] for c in out if c["state"] != "finished"]
+    done = _weighted(_read_json(workdir / "cell_times.json", {}))
+    eta = eta_s(done, left, workers) if left and sum(w for _, w in done) > 0 else (0.0 if not left else None)
+    return {"cells": out, "left": len(left), "eta_s": eta, "workers": int(workers)}
+
+
 def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, arms: Sequence[str] | None = None,
               seeds: Sequence[int] | None = None, runner: Runner | None = None, depth_fn: DepthFn | None = None,
               log: Callable[[str], None] = print, workers: int = 1,
@@ -521,18 +570,8 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
     xla_cache = str(Path(xla_cache).expanduser().resolve()) if xla_cache else None
     runner = runner or _coevolve_runner
     depth_fn = depth_fn or task_depths
-    selected = A.select(list(arms) if arms else list(study_config.arms))
-    seeds = [int(s) for s in (seeds if seeds else study_config.seeds)]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds repeat: {seeds}")
+    selected, seeds, stream_arms, cells = _cells(study_config, arms, seeds)
     runnable = [a for a in selected if a.available]
-    counts = A.stream_counts(study_config.get("streams", 1), study_config.get("arm_streams", ""),
-                             [a.name for a in runnable])
-    stream_arms = {a.name: A.streams(a, counts[a.name], study_config.run) for a in runnable}
-    # stream-major: the first stream of every arm first, so a study stopped early is a whole one-stream study
-    n_streams = max((len(arms_of) for arms_of in stream_arms.values()), default=1)
-    cells = [(arms_of[r], s) for r in range(n_streams) for arms_of in stream_arms.values() if r < len(arms_of)
-             for s in seeds]
     for a in selected:
         if not a.available:
             log(f"arm {a.name}: unavailable ({a.reason})")
@@ -680,5 +719,5 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
             "wall_s": float(wall_s)}
 
 
-__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "finished_report", "run_study", "summarize", "task_depths",
+__all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "finished_report", "plan_study", "run_study", "summarize", "task_depths",
            "task_structures"]

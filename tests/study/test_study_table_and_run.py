@@ -2,6 +2,7 @@
 no training)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,6 +268,53 @@ def test_arm_streams_give_named_arms_their_own_count_in_one_table(tmp_path):
     assert "ran them up to 2 times (the last column says how many)" in md
     assert "| `frozen_library` |" in md and md.split("| `frozen_library` |")[1].split("\n")[0].endswith("| 1 |")
     assert md.split("| `sft_only` |")[1].split("\n")[0].endswith("| 1 (no rounds) |")
+
+
+def test_plan_says_what_each_cell_would_do_and_writes_nothing(tmp_path):
+    from cocoda_jax import checkpoint as ckpt
+
+    fake = _fake_runner([])
+
+    def runner(config, workdir):  # writes config.json as a run does
+        report = fake(config, workdir)
+        (workdir / "config.json").write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config")))
+        return report
+
+    cfg = study_config.get_config("smoke")
+    cfg.bootstrap = 50
+    run = dict(arms=["cocoda", "frozen_library"], depth_fn=_depths, log=lambda line: None)
+    empty = R.plan_study(cfg, tmp_path, arms=run["arms"], seeds=[13])
+    assert [c["state"] for c in empty["cells"]] == ["new", "new"] and empty["left"] == 2 and empty["eta_s"] is None
+    R.run_study(cfg, tmp_path, seeds=[13], runner=runner, **run)
+    (R.cell_dir(tmp_path, "frozen_library", 42) / "checkpoints").mkdir(parents=True)  # an interrupted cell
+    R.cell_dir(tmp_path, "cocoda", 42).mkdir(parents=True)
+    (R.cell_dir(tmp_path, "cocoda", 42) / R.PREFIX_MARK).write_text("{}")  # a copy of a shared prefix
+    before = sorted(str(f) for f in tmp_path.rglob("*"))
+    plan = R.plan_study(cfg, tmp_path, arms=run["arms"], seeds=[13, 42], workers=2)
+    assert [(c["cell"], c["state"]) for c in plan["cells"]] == [
+        ("cocoda/seed_13", "finished"), ("cocoda/seed_42", "from_prefix"),
+        ("frozen_library/seed_13", "finished"), ("frozen_library/seed_42", "resumes")]
+    times = json.loads((tmp_path / "cell_times.json").read_text())
+    want = R.eta_s(R._weighted(times), [A.get("cocoda").weight, A.get("frozen_library").weight], 2)
+    assert plan["left"] == 2 and plan["eta_s"] == pytest.approx(want) and plan["eta_s"] > 0
+    assert sorted(str(f) for f in tmp_path.rglob("*")) == before  # nothing run, copied or written
+    cfg.run.coevolve.refresh_sft_steps += 1  # a finished cell under another config: the run's own error
+    with pytest.raises(ConfigError, match="coevolve.refresh_sft_steps"):
+        R.plan_study(cfg, tmp_path, arms=run["arms"], seeds=[13])
+
+
+def test_the_launcher_plans_without_writing(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "launch.study", "--preset=smoke", f"--workdir={tmp_path / 'w'}",
+                          "--plan", "--config.streams=2", "--config.arm_streams=frozen_library=1"],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["cocoda/seed_13: new", "frozen_library/seed_13: new", "cocoda@1/seed_13: new",
+                                       "3 of 3 cell(s) left; ETA with 1 worker(s): unknown (no cell has finished)"]
+    assert not (tmp_path / "w").exists()
 
 
 @pytest.mark.parametrize("spec, match", [("cocoda=0", "integer N >= 1"), ("cocoda", "ARM=N"), ("cocoda=two", "ARM=N"),
