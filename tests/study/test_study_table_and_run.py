@@ -161,18 +161,22 @@ def test_eta_weights_come_from_the_arms_and_skip_unknown_ones():
     assert sorted(pairs) == sorted([(1200.0, A.get("large_frozen").weight), (400.0, A.get("cocoda").weight)])
 
 
-def test_a_cell_finished_under_another_config_is_refused_not_reused(tmp_path):
+def _config_writing_runner(calls):
+    """The fake runner that also writes config.json, as a run does (what a finished cell is checked by)."""
     from cocoda_jax import checkpoint as ckpt
-    from cocoda_jax.errors import ConfigError
 
-    calls = []
     fake = _fake_runner(calls)
 
-    def runner(config, workdir):  # writes config.json as a run does
+    def runner(config, workdir):
         report = fake(config, workdir)
         (workdir / "config.json").write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config")))
         return report
+    return runner
 
+
+def test_a_cell_finished_under_another_config_is_refused_not_reused(tmp_path):
+    calls = []
+    runner = _config_writing_runner(calls)
     cfg = study_config.get_config("smoke")
     cfg.bootstrap = 50
     run = dict(arms=["cocoda"], seeds=[13], runner=runner, depth_fn=_depths, log=lambda _: None)
@@ -271,15 +275,7 @@ def test_arm_streams_give_named_arms_their_own_count_in_one_table(tmp_path):
 
 
 def test_plan_says_what_each_cell_would_do_and_writes_nothing(tmp_path):
-    from cocoda_jax import checkpoint as ckpt
-
-    fake = _fake_runner([])
-
-    def runner(config, workdir):  # writes config.json as a run does
-        report = fake(config, workdir)
-        (workdir / "config.json").write_text(json.dumps(ckpt.to_jsonable(config.to_dict(), "config")))
-        return report
-
+    runner = _config_writing_runner([])
     cfg = study_config.get_config("smoke")
     cfg.bootstrap = 50
     run = dict(arms=["cocoda", "frozen_library"], depth_fn=_depths, log=lambda line: None)
