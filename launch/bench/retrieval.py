@@ -357,7 +357,8 @@ def main(argv):
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value
         if ranker in ("expanded", "expanded_hybrid"):
-            raise app.UsageError("--ranker=expanded is not wired for --domain=bfcl (its usage records live in the BFCL bench)")
+            raise app.UsageError(f"--ranker={ranker} is not wired for --domain=bfcl (its usage records live in the BFCL "
+                                 "bench)")
         _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL, ranker=ranker,
                               ablation=_ABLATION.value))
         return
