@@ -519,7 +519,8 @@ def plan_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, 
         out.append({"cell": f"{arm.name}/seed_{seed}", "state": state, "weight": arm.weight})
     left = [c["weight"] for c in out if c["state"] != "finished"]
     done = _weighted(_read_json(workdir / "cell_times.json", {}))
-    eta = eta_s(done, left, workers) if left and sum(w for _, w in done) > 0 else (0.0 if not left else None)
+    priced = any(w > 0 for _, w in done)  # eta_s needs a finished cell to price the rest by
+    eta = eta_s(done, left, workers) if priced or not left else None
     return {"cells": out, "left": len(left), "eta_s": eta, "workers": int(workers)}
 
 

@@ -104,6 +104,8 @@ _DOMAIN = flags.DEFINE_string("domain", None, "Measure on this domain's question
 _SPLIT = flags.DEFINE_enum("split", "val", ["val", "test"], "Which held-out questions (--domain mode).")
 _HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "config.domain.heldout (--domain mode).")
 _GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
+#: The rankers built from the domain's usage records (the BFCL pool bench has its own records: not wired there).
+EXPANDED_RANKERS = ("expanded", "expanded_hybrid")
 _RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid", "expanded",
                                                      "expanded_hybrid"],
                             "--domain mode: the ranker that stands for the LM's choice in the optional-aware cascade, "
@@ -279,7 +281,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
 
         from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder, train_ensemble
 
-        if ranker in ("expanded", "expanded_hybrid"):
+        if ranker in EXPANDED_RANKERS:
             from cocoda_jax.retrieval.rankers import BM25Ranker
             index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
         if ranker in ("encoder", "hybrid", "expanded_hybrid"):
@@ -356,7 +358,7 @@ def main(argv):
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value
-        if ranker in ("expanded", "expanded_hybrid"):
+        if ranker in EXPANDED_RANKERS:
             raise app.UsageError(f"--ranker={ranker} is not wired for --domain=bfcl (its usage records live in the BFCL "
                                  "bench)")
         _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL, ranker=ranker,
