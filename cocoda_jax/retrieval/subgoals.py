@@ -4,11 +4,12 @@ A :class:`Subgoal` is ``(description, input types, output type)`` plus, when the
 them, the argument *values* (aligned with the input types): L3 evaluates pre-conditions on them and
 L4 compares them with worked examples.
 
-Two sources:
+Three sources:
 
 * :func:`extract_subgoal` — deterministic, from the query text and the task's answer type: numbers,
   percentages, bracketed lists, quoted strings, ISO dates and inline JSON tables become typed inputs
   in the order they appear; the answer type (a type string or a Type) is the output.
+* :func:`clause_subgoals` — the same, one subgoal per sentence (a step of a multi-step question).
 * :func:`subgoals_from_json` — the interface through which a planner LM emits subgoals::
 
       {"subgoals": [{"description": "...", "input_types": ["float", "list[float]"],
@@ -131,6 +132,31 @@ def extract_subgoal(query: str, answer_type: str | Type) -> Subgoal:
     output = parse_type(answer_type) if isinstance(answer_type, str) else answer_type
     vals = extract_values(query)
     return Subgoal(query.strip(), tuple(_value_type(v) for v in vals), output, tuple(vals))
+
+
+#: A sentence boundary: end punctuation, white space, then a capital ("$3.15" and "2.5 km" do not split).
+_SENTENCE = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
+
+
+def clause_subgoals(query: str, answer_type: str | Type) -> tuple[Subgoal, ...]:
+    """The deterministic decomposition of ``query`` into one subgoal per step it describes: a subgoal
+    per sentence, each with the values that sentence states (a trailing question joins the sentence
+    before it: it names the result, not a step); the last one has ``answer_type`` as output, the
+    others ``Any`` (an intermediate value). Why: one retrieval for a whole multi-step question ranks
+    every tool against all of its words, so the step with the more distinctive words takes the slots
+    and another step's tool falls out; one retrieval per step gives each step its own ranking
+    (merged by :func:`~.cascade.retrieve_many`). A query whose sentences would not keep its values
+    as they are (a quote or a list holding a sentence end) stays one subgoal: ``extract_subgoal``."""
+    whole = extract_subgoal(query, answer_type)
+    parts = [p.strip() for p in _SENTENCE.split(query.strip()) if p.strip()]
+    if len(parts) > 1 and parts[-1].endswith("?"):
+        parts = parts[:-2] + [f"{parts[-2]} {parts[-1]}"]
+    if len(parts) < 2:
+        return (whole,)
+    subgoals = tuple(extract_subgoal(p, answer_type if i == len(parts) - 1 else "Any") for i, p in enumerate(parts))
+    if [v for s in subgoals for v in s.values] != list(whole.values):
+        return (whole,)
+    return subgoals
 
 
 def subgoals_from_json(text: str | dict) -> tuple[Subgoal, ...]:

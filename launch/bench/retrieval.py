@@ -25,7 +25,9 @@ the words of the solved training questions that call the tool; ``expanded_hybrid
 encoder; the expanded ones not for BFCL) adds ``typed_dag_ranked``, ``flat_ranker``,
 ``flat_ranker_usage`` and ``raptor`` (:class:`cocoda_jax.retrieval.baselines.RaptorTree`), every one
 ranked by that ranker; ``--ablation`` adds one ``ablate_<stage>`` row per stage of the ranked cascade
-switched off or changed (:data:`DOMAIN_ABLATIONS`); ``--ranker=none`` gives the rows above only.
+switched off or changed (:data:`DOMAIN_ABLATIONS`); ``--ranker=none`` gives the rows above only. ``--subgoals=clauses``
+makes the ranked cascade's rows retrieve once per sentence of the question and merge the rankings
+round-robin (one step of a multi-step question per retrieval; the other rows stay question-level).
 
 **On BFCL's function docs** (``--domain=bfcl``)::
 
@@ -77,8 +79,8 @@ from absl import app, flags
 from launch.output import emit_json
 
 from cocoda_jax.retrieval import baselines, synthetic_library
-from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve
-from cocoda_jax.retrieval.subgoals import extract_subgoal
+from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve, retrieve_many
+from cocoda_jax.retrieval.subgoals import clause_subgoals, extract_subgoal
 from cocoda_jax.retrieval.tokens import TokenCounter
 
 _SIZES = flags.DEFINE_list("sizes", ["100", "400", "1600", "6400", "25600", "102400"], "Library sizes.")
@@ -117,6 +119,10 @@ _ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row
 _ENCODER_SEED = flags.DEFINE_integer("encoder_seed", 0, "--domain mode: the dual encoder's seed.")
 _ENCODER_WEIGHT = flags.DEFINE_float("encoder_weight", 1.0, "--domain mode: the encoder's weight in the hybrid "
                                      "and expanded_hybrid sums (BM25's is 1).")
+_SUBGOALS = flags.DEFINE_enum("subgoals", "question", ["question", "clauses"],
+                               "--domain mode, the ranked cascade's rows (typed_dag_ranked, ablate_*): one retrieval "
+                               "for the whole question, or one per sentence (clause_subgoals), merged round-robin "
+                               "(retrieve_many); the other rows stay question-level.")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
                                         "--encoder_seed).")
 
@@ -241,10 +247,11 @@ def domain_library(domain: str, seed: int, heldout: str = "instances", n_queries
 def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
                      grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
                      ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1,
-                     encoder_weight: float = 1.0) -> dict:
+                     encoder_weight: float = 1.0, subgoals: str = "question") -> dict:
     """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
     cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
-    the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``."""
+    the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``; ``subgoals="clauses"``:
+    those rows retrieve once per sentence of the question and merge (:func:`clause_subgoals`)."""
     from cocoda_jax.coevolve.validate import gold_tool_sets
     from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
 
@@ -306,6 +313,8 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
         def ranked_cascade(cfg):
             def run(t):
                 prior = usage.votes(t.question, base.neighbours, exclude=str(t.id)) if cfg.prior_weight else None
+                if subgoals == "clauses":
+                    return retrieve_many(index, clause_subgoals(t.question, "Any"), cfg, prior=prior)
                 return retrieve(index, question_subgoal(t), cfg, prior=prior)
             return run
 
@@ -321,6 +330,7 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
                 if name != "ranker_bm25" or ranker != "bm25":
                     runners[f"ablate_{name}"] = ranked_cascade(dataclasses.replace(ranked, **changes))
         extra["ranker"] = ranker
+        extra["subgoals"] = subgoals
         extra["raptor"] = {"branching": 6, "beam": 2, "layers": raptor_tree.depth()}
     gold = [gold_tool_sets(t, snap) for t in tasks]
     out = {"domain": domain, "split": split, "heldout": heldout, "k": k, "queries": len(tasks), "seed": seed,
@@ -355,6 +365,9 @@ def main(argv):
     del argv
     counter = TokenCounter.from_config(_TOKENIZER.value)
     n_queries = _QUERIES.value if _QUERIES.value is not None else 200
+    if _SUBGOALS.value == "clauses" and (_DOMAIN.value in (None, "bfcl") or _RANKER.value == "none"):
+        raise app.UsageError("--subgoals=clauses changes the ranked cascade's rows of --domain=synthetic_math; it needs "
+                             "a --ranker other than 'none' (not wired for --domain=bfcl or --sizes)")
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value
@@ -369,6 +382,7 @@ def main(argv):
         _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, n_queries, _SEED.value, counter,
                                 _HELDOUT.value, _GROW.value, ranker=ranker, ablation=_ABLATION.value,
                                 encoder_seed=_ENCODER_SEED.value, encoder_members=_ENCODER_MEMBERS.value,
+                                subgoals=_SUBGOALS.value,
                                 encoder_weight=_ENCODER_WEIGHT.value))
         return
     sizes = [int(s) for s in _SIZES.value]
