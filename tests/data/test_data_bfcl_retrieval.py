@@ -101,8 +101,10 @@ def test_ranked_mode_adds_the_optional_aware_cascade_the_tree_and_the_ablation()
                cost_model={"tokens": "b"}, ranker="hybrid", typed_grid=((math.inf, 1.0, 5.0, 2.0), (3.0, 0.3, 0.0, 0.0)),
                tree_grid=((4, 2),), ablation=True, encoder=tiny)
     m = r["methods"]
-    assert {"typed_dag", "typed_dag_signature", "flat", "text_hier", "flat_ranker", "flat_ranker_usage",
-            "raptor"} <= set(m)
+    assert {"typed_dag", "typed_dag_clauses", "typed_dag_signature", "flat", "text_hier", "flat_ranker",
+            "flat_ranker_usage", "raptor"} <= set(m)
+    # one retrieval per sentence: the LM-read stages are charged once per clause
+    assert m["typed_dag_clauses"]["tokens"] >= m["typed_dag"]["tokens"]
     assert {f"ablate_{n}" for n in bb.ABLATIONS} <= set(m)
     assert r["usage_queries"] + r["tuning_queries"] == r["validation_queries"]
     assert len(r["typed_tuning"]["grid"]) == 2 and len(r["raptor_frontier"]) == 1

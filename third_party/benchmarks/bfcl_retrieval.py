@@ -50,6 +50,8 @@ the methods above (``typed_dag`` of the signature cascade is kept as ``typed_dag
   unfed optional parameters are free, values are unions of readings, words supply ``str``,
   ``bool`` and ``list[str]``), L2 ranked by ``ranker``, plus the usage votes and the enum-literal
   term; its knobs (:data:`TYPED_GRID`) chosen on the *tuning quarter*;
+* ``typed_dag_clauses`` -- the same tuned cascade once per sentence of the question, merged
+  round-robin (:func:`~cocoda_jax.retrieval.subgoals.clause_subgoals`; its knobs are ``typed_dag``'s);
 * ``flat_ranker`` / ``flat_ranker_usage`` -- flat with the same ranker (and the same votes);
 * ``raptor`` -- :class:`~cocoda_jax.retrieval.baselines.RaptorTree` with the same ranker, branching
   and beam (:data:`TREE_GRID`) chosen on the tuning quarter; ``raptor_frontier`` lists every grid
@@ -98,8 +100,8 @@ import numpy as np
 from third_party.benchmarks import bfcl as loader
 from third_party.benchmarks import bfcl_tools as B
 from cocoda_jax.retrieval import baselines
-from cocoda_jax.retrieval.cascade import CascadeConfig, Retrieval, RetrievalIndex, retrieve
-from cocoda_jax.retrieval.subgoals import Subgoal, extract_subgoal
+from cocoda_jax.retrieval.cascade import CascadeConfig, Retrieval, RetrievalIndex, retrieve, retrieve_many
+from cocoda_jax.retrieval.subgoals import Subgoal, clause_subgoals, extract_subgoal
 from cocoda_jax.retrieval.tokens import TokenCounter, default_counter
 
 #: The single-turn categories whose questions are the queries.
@@ -296,6 +298,16 @@ def _typed_runner(index: RetrievalIndex, cfg: CascadeConfig, votes: Any, usage_w
     return run_one
 
 
+def _clause_runner(index: RetrievalIndex, cfg: CascadeConfig, votes: Any, usage_weight: float):
+    """:func:`_typed_runner` once per sentence of the question (:func:`clause_subgoals`), merged
+    round-robin (:func:`retrieve_many`); the votes are the whole question's."""
+    def run_one(sg: Subgoal) -> Retrieval:
+        prior = votes.votes(sg.description, 10) if (votes is not None and usage_weight) else None
+        return retrieve_many(index, clause_subgoals(sg.description, sg.output),
+                             dataclasses.replace(cfg, prior_weight=usage_weight or cfg.prior_weight), prior=prior)
+    return run_one
+
+
 def run(k: int = 8, n_queries: int | None = None, counter: TokenCounter | None = None, *,
         categories: Sequence[str] = CATEGORIES, classes: Sequence[str] = B.MULTI_TURN_CLASSES,
         grid: Sequence[tuple[float, float]] = TUNING_GRID, cost_model: Mapping[str, str] | None = None,
@@ -413,6 +425,7 @@ def run_ranked(index: RetrievalIndex, val: Sequence[BfclQuery], test: Sequence[B
     facts["ranked_tune_s"] = round(time.perf_counter() - t0, 1)
     runners = {
         "typed_dag": _typed_runner(index, cfg, votes, u),
+        "typed_dag_clauses": _clause_runner(index, cfg, votes, u),
         "flat_ranker": lambda sg: flat_fn(index, sg, k, ranker=ranker),
         "flat_ranker_usage": lambda sg: flat_fn(index, sg, k, ranker=ranker, prior=votes.votes(sg.description, 10),
                                                  prior_weight=u or 20.0),
