@@ -336,5 +336,45 @@ class SumRanker(_SubsetRanking):
         return sum(w * r.scores(query) for r, w in self.parts).astype(np.float32)
 
 
-__all__ = ["EncoderConfig", "EncoderError", "EncoderRanker", "HashedFeaturizer", "SumRanker", "TrainedEncoder",
+#: The encoder the usage-built rankers train (150 steps, 12 card views: chosen on synthetic math's validation split).
+USAGE_ENCODER = EncoderConfig(steps=150, card_views=12)
+#: The rankers :func:`add_usage_rankers` builds from the cards and a usage index, by the name the cascade's
+#: ``CascadeConfig.ranker`` takes.
+USAGE_RANKERS = ("encoder", "hybrid", "expanded", "expanded_hybrid")
+
+
+def add_usage_rankers(index, usage, ranker: str, *, config: EncoderConfig = USAGE_ENCODER, members: int = 1,
+                      weight: float = 1.0) -> dict:
+    """Registers ``ranker`` on ``index`` (a :class:`~.cascade.RetrievalIndex`) with what it is built from:
+    ``expanded`` (BM25 over each card followed by the words of the ``usage`` records that call the tool,
+    :meth:`~.usage.UsageIndex.expanded_texts`), ``encoder`` (the mean of ``members`` dual encoders trained
+    on the cards and the records' (question, tool) pairs, seeds derived from ``config.seed``), ``hybrid``
+    (BM25 + encoder) and ``expanded_hybrid`` (expanded + encoder), the encoder at ``weight`` in each sum.
+    One home for the planner's prompt (``retrieval.ranker``) and the retrieval bench, so both rank alike.
+    Returns the encoder's facts (empty when ``ranker`` needs none)."""
+    import time
+
+    from cocoda_jax.retrieval.rankers import BM25Ranker
+
+    if ranker not in USAGE_RANKERS:
+        raise EncoderError(f"add_usage_rankers: ranker must be one of {USAGE_RANKERS}, got {ranker!r}")
+    if ranker.startswith("expanded"):
+        index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
+    if ranker == "expanded":
+        return {}
+    t0 = time.perf_counter()
+    pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
+    if members == 1:
+        rk = EncoderRanker(train_encoder(index.names, index.texts, pairs, config), index.names, index.texts)
+    else:
+        rk = train_ensemble(index.names, index.texts, pairs, config, members)
+    index.add_ranker("encoder", rk)
+    index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, weight)]))
+    if ranker == "expanded_hybrid":
+        index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, weight)]))
+    return {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs), "steps": config.steps,
+            "card_views": config.card_views, "seed": config.seed, "members": members, "weight": weight}
+
+
+__all__ = ["USAGE_ENCODER", "USAGE_RANKERS", "add_usage_rankers", "EncoderConfig", "EncoderError", "EncoderRanker", "HashedFeaturizer", "SumRanker", "TrainedEncoder",
            "card_views", "member_seeds", "train_encoder", "train_ensemble", "training_pairs"]

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve
@@ -77,7 +77,11 @@ class RetrievalConfig:
     ``with_children`` (each selected composite brings its direct children, as the paper's release);
     ``cards``: where the cards come from (:data:`CARD_SOURCES`, see the module doc); a search
     returns ``k`` cards in ``card_style``; ``search_typed``: the demonstrations' searches state the
-    tool's L1 signature too (longer than the CPU default's ``rollout.max_new_tokens`` allows)."""
+    tool's L1 signature too (longer than the CPU default's ``rollout.max_new_tokens`` allows);
+    ``ranker``: what ranks L2 (``"bm25"``, or one of :data:`~cocoda_jax.retrieval.encoder.USAGE_RANKERS`, built from the cards and the usage records by
+    :func:`~cocoda_jax.retrieval.encoder.add_usage_rankers`: the expanded BM25 and the trained encoder,
+    ``encoder_members`` of them, seeds derived from ``encoder_seed``), the same rankers the retrieval
+    bench measures."""
 
     mode: str = "cascade"
     k: int = 8
@@ -90,6 +94,9 @@ class RetrievalConfig:
     with_children: bool = False
     cards: str = "question"
     search_typed: bool = False
+    ranker: str = "bm25"
+    encoder_members: int = 5
+    encoder_seed: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -107,13 +114,33 @@ class RetrievalConfig:
                 raise ValueError(f"retrieval.{name} must be an int >= 1, got {v!r}")
         if self.neighbours < 0 or self.usage_weight < 0 or not self.l1_max_cost >= 0:
             raise ValueError("retrieval.neighbours, usage_weight and l1_max_cost must be >= 0")
+        from cocoda_jax.retrieval.encoder import USAGE_RANKERS
+        if self.ranker not in ("bm25", *USAGE_RANKERS):
+            raise ValueError(f"retrieval.ranker must be one of {('bm25', *USAGE_RANKERS)}, got {self.ranker!r}")
+        if self.ranker != "bm25" and (self.mode != "cascade" or not self.usage_weight > 0):
+            raise ValueError(f"retrieval.ranker={self.ranker!r} is built from the usage records: it needs "
+                             f"retrieval.mode='cascade' and usage_weight > 0, got {self.mode!r}, {self.usage_weight}")
+        if isinstance(self.encoder_members, bool) or not isinstance(self.encoder_members, int) or self.encoder_members < 1:
+            raise ValueError(f"retrieval.encoder_members must be an int >= 1, got {self.encoder_members!r}")
 
     def cascade(self, lm_stages: tuple[str, ...] = ()) -> CascadeConfig:
         """The cascade's config. ``lm_stages``: the stages whose reading is charged in tokens; the
         prompt path charges none (the selection is the same; counting is the benchmark's job)."""
         return CascadeConfig(k=self.k, l1_max_cost=self.l1_max_cost, l2_shortlist=max(self.l2_shortlist, self.k),
                              l2_keep=max(self.l2_keep, self.k), prior_weight=self.usage_weight,
-                             with_children=self.with_children, lm_stages=lm_stages)
+                             with_children=self.with_children, lm_stages=lm_stages, ranker=self.ranker)
+
+    def index(self, snapshot: Any, usage: UsageIndex | None) -> RetrievalIndex:
+        """The cascade's index over ``snapshot``, with ``ranker`` registered (trained here from the
+        cards and ``usage`` when it is not BM25: deterministic from ``encoder_seed``)."""
+        index = RetrievalIndex.build(snapshot)
+        if self.ranker != "bm25":
+            from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
+            if usage is None:
+                raise ValueError(f"retrieval.ranker={self.ranker!r} needs the run's usage records")
+            add_usage_rankers(index, usage, self.ranker, config=dataclasses.replace(USAGE_ENCODER, seed=self.encoder_seed),
+                              members=self.encoder_members)
+        return index
 
 
 def question_subgoal(task: Any):
@@ -171,7 +198,7 @@ def candidate_tools(task: Any, snapshot: Any, config: RetrievalConfig, usage: Us
         return ()
     if config.mode == "full":
         return snapshot.topological_order()
-    index = index if index is not None else RetrievalIndex.build(snapshot)
+    index = index if index is not None else config.index(snapshot, usage)
     prior = usage.votes(task.question, config.neighbours, exclude=str(getattr(task, "id", ""))) \
         if usage is not None and config.usage_weight > 0 else None
     out = retrieve(index, question_subgoal(task), config.cascade(), prior=prior)
@@ -190,7 +217,7 @@ class PromptCards:
 
     @functools.cached_property
     def index(self) -> RetrievalIndex:
-        return RetrievalIndex.build(self.snapshot)
+        return self.config.index(self.snapshot, self.usage)
 
     def tools(self, task: Any) -> tuple[str, ...]:
         """The names the prompt of ``task`` shows (none with ``cards="search"``)."""

@@ -286,26 +286,13 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     if ranker is not None:
         import dataclasses
 
-        from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder, train_ensemble
+        from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
 
-        if ranker in EXPANDED_RANKERS:
-            from cocoda_jax.retrieval.rankers import BM25Ranker
-            index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
-        if ranker in ("encoder", "hybrid", "expanded_hybrid"):
-            t0 = time.perf_counter()
-            pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
-            enc_config = EncoderConfig(steps=150, card_views=12, seed=encoder_seed)  # chosen on the val split
-            if encoder_members == 1:
-                rk = EncoderRanker(train_encoder(index.names, index.texts, pairs, enc_config), index.names, index.texts)
-            else:
-                rk = train_ensemble(index.names, index.texts, pairs, enc_config, encoder_members)
-            index.add_ranker("encoder", rk)
-            index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, encoder_weight)]))
-            if ranker == "expanded_hybrid":
-                index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, encoder_weight)]))
-            extra["encoder"] = {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs),
-                                "steps": enc_config.steps, "card_views": enc_config.card_views,
-                                "seed": encoder_seed, "members": encoder_members, "weight": encoder_weight}
+        if ranker != "bm25":
+            facts = add_usage_rankers(index, usage, ranker, config=dataclasses.replace(USAGE_ENCODER, seed=encoder_seed),
+                                      members=encoder_members, weight=encoder_weight)
+            if facts:
+                extra["encoder"] = facts
         ranked = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker=ranker,
                                      prior_weight=base.usage_weight)
         raptor_tree = baselines.RaptorTree(index, ranker, branching=6, seed=seed)

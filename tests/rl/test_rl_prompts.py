@@ -162,3 +162,44 @@ def test_charging_tokens_does_not_change_the_selection(grown, usage):
                            prior=usage.votes(t.question, cfg.neighbours, exclude=str(t.id)))
         assert charged.stage("L2").tokens > 0
         assert charged.selected + charged.children == candidate_tools(t, grown, cfg, usage, index=index)
+
+
+NEW_WORDING = sm.generate(48, seed=0, split="test", max_depth=2)  # the generator's held-out templates and entities
+
+
+def test_a_ranker_built_from_the_usage_records_ranks_the_prompt(math_library, usage):
+    """``retrieval.ranker``: the prompt's L2 ranks with the usage-expanded BM25 (and the trained encoder
+    for ``expanded_hybrid``), registered by the same function the retrieval bench calls, so the prompt
+    shows what the bench measures; it changes the cards of questions in a wording the training
+    questions never used, and they stay a pure function of their inputs (the encoder is trained from
+    its seed)."""
+    from cocoda_jax.retrieval.cascade import RetrievalIndex, retrieve
+    from cocoda_jax.retrieval.encoder import add_usage_rankers
+    from cocoda_jax.rl.prompts import question_subgoal
+
+    cfg = RetrievalConfig(k=8, ranker="expanded")
+    index = RetrievalIndex.build(math_library)
+    add_usage_rankers(index, usage, "expanded")
+    changed = 0
+    for t in NEW_WORDING:
+        got = candidate_tools(t, math_library, cfg, usage)
+        prior = usage.votes(t.question, cfg.neighbours, exclude=str(t.id))
+        bench = retrieve(index, question_subgoal(t), cfg.cascade(), prior=prior)
+        assert got == bench.selected + bench.children
+        changed += got != candidate_tools(t, math_library, RetrievalConfig(k=8), usage)
+    assert changed >= len(NEW_WORDING) // 4
+    hybrid = RetrievalConfig(k=8, ranker="expanded_hybrid", encoder_members=1)
+    cards = PromptCards(math_library, hybrid, usage)
+    assert set(cards.index.rankers) >= {"expanded", "encoder", "expanded_hybrid"}
+    first = [cards.tools(t) for t in NEW_WORDING[:6]]
+    assert [PromptCards(math_library, hybrid, usage).tools(t) for t in NEW_WORDING[:6]] == first
+    assert all(len(c) == 8 for c in first)
+
+
+def test_a_usage_ranker_needs_the_usage_records():
+    with pytest.raises(ValueError, match="retrieval.ranker"):
+        RetrievalConfig(ranker="dense")
+    with pytest.raises(ValueError, match="usage_weight > 0"):
+        RetrievalConfig(ranker="expanded", usage_weight=0.0)
+    with pytest.raises(ValueError, match="encoder_members"):
+        RetrievalConfig(ranker="encoder", encoder_members=0)
