@@ -21,7 +21,8 @@ from cocoda_jax.retrieval.cascade import (
 )
 from cocoda_jax.retrieval.rankers import BM25Ranker, TfIdf, kmeans, words
 from cocoda_jax.retrieval.subgoals import (
-    Subgoal, SubgoalFormatError, clause_subgoals, extract_subgoal, extract_values, subgoals_from_json, subgoals_to_json,
+    Subgoal, SubgoalFormatError, clause_subgoals, extract_subgoal, extract_values, subgoals_from_json,
+    subgoals_to_json,
 )
 from cocoda_jax.retrieval.tokens import (
     Ledger, TokenCounter, default_counter, one_line, render_card, render_examples, render_line, render_spec,
@@ -33,7 +34,8 @@ __all__ = [
     "CascadeConfig", "Retrieval", "RetrievalIndex", "StageReport", "complexity_rank", "example_agreement",
     "pre_condition_verdicts", "retrieve", "retrieve_many", "retrieve_query",
     "BM25Ranker", "TfIdf", "kmeans", "words",
-    "Subgoal", "SubgoalFormatError", "clause_subgoals", "extract_subgoal", "extract_values", "subgoals_from_json", "subgoals_to_json",
+    "Subgoal", "SubgoalFormatError", "clause_subgoals", "extract_subgoal", "extract_values", "subgoals_from_json",
+    "subgoals_to_json",
     "Ledger", "TokenCounter", "default_counter", "one_line", "render_card", "render_examples", "render_line",
     "render_spec", "render_summary",
 ]

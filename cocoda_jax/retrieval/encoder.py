@@ -376,5 +376,6 @@ def add_usage_rankers(index, usage, ranker: str, *, config: EncoderConfig = USAG
             "card_views": config.card_views, "seed": config.seed, "members": members, "weight": weight}
 
 
-__all__ = ["USAGE_ENCODER", "USAGE_RANKERS", "add_usage_rankers", "EncoderConfig", "EncoderError", "EncoderRanker", "HashedFeaturizer", "SumRanker", "TrainedEncoder",
-           "card_views", "member_seeds", "train_encoder", "train_ensemble", "training_pairs"]
+__all__ = ["USAGE_ENCODER", "USAGE_RANKERS", "add_usage_rankers", "EncoderConfig", "EncoderError", "EncoderRanker",
+           "HashedFeaturizer", "SumRanker", "TrainedEncoder", "card_views", "member_seeds", "train_encoder",
+           "train_ensemble", "training_pairs"]

@@ -78,10 +78,10 @@ class RetrievalConfig:
     ``cards``: where the cards come from (:data:`CARD_SOURCES`, see the module doc); a search
     returns ``k`` cards in ``card_style``; ``search_typed``: the demonstrations' searches state the
     tool's L1 signature too (longer than the CPU default's ``rollout.max_new_tokens`` allows);
-    ``ranker``: what ranks L2 (``"bm25"``, or one of :data:`~cocoda_jax.retrieval.encoder.USAGE_RANKERS`, built from the cards and the usage records by
-    :func:`~cocoda_jax.retrieval.encoder.add_usage_rankers`: the expanded BM25 and the trained encoder,
-    ``encoder_members`` of them, seeds derived from ``encoder_seed``), the same rankers the retrieval
-    bench measures."""
+    ``ranker``: what ranks L2 (``"bm25"``, or one of :data:`~cocoda_jax.retrieval.encoder.USAGE_RANKERS`,
+    built from the cards and the usage records by :func:`~cocoda_jax.retrieval.encoder.add_usage_rankers`:
+    the expanded BM25 and the trained encoder, ``encoder_members`` of them, seeds derived from
+    ``encoder_seed``), the same rankers the retrieval bench measures."""
 
     mode: str = "cascade"
     k: int = 8
@@ -120,7 +120,8 @@ class RetrievalConfig:
         if self.ranker != "bm25" and (self.mode != "cascade" or not self.usage_weight > 0):
             raise ValueError(f"retrieval.ranker={self.ranker!r} is built from the usage records: it needs "
                              f"retrieval.mode='cascade' and usage_weight > 0, got {self.mode!r}, {self.usage_weight}")
-        if isinstance(self.encoder_members, bool) or not isinstance(self.encoder_members, int) or self.encoder_members < 1:
+        members = self.encoder_members
+        if isinstance(members, bool) or not isinstance(members, int) or members < 1:
             raise ValueError(f"retrieval.encoder_members must be an int >= 1, got {self.encoder_members!r}")
 
     def cascade(self, lm_stages: tuple[str, ...] = ()) -> CascadeConfig:
@@ -138,8 +139,8 @@ class RetrievalConfig:
             from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
             if usage is None:
                 raise ValueError(f"retrieval.ranker={self.ranker!r} needs the run's usage records")
-            add_usage_rankers(index, usage, self.ranker, config=dataclasses.replace(USAGE_ENCODER, seed=self.encoder_seed),
-                              members=self.encoder_members)
+            add_usage_rankers(index, usage, self.ranker, members=self.encoder_members,
+                              config=dataclasses.replace(USAGE_ENCODER, seed=self.encoder_seed))
         return index
 
 

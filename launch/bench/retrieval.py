@@ -87,7 +87,8 @@ _SIZES = flags.DEFINE_list("sizes", ["100", "400", "1600", "6400", "25600", "102
 _K = flags.DEFINE_integer("k", 8, "Tools to surface.")
 _QUERIES = flags.DEFINE_integer("queries", None, "Queries per size, or questions (--domain); default 200, "
                                  "and all of them for --domain=bfcl.")
-_SEED = flags.DEFINE_integer("seed", 0, "Library and query seed (--domain mode: the domain seed, which draws new questions).")
+_SEED = flags.DEFINE_integer("seed", 0, "Library and query seed (--domain mode: the domain seed, which draws new "
+                             "questions).")
 _JSON_OUT = flags.DEFINE_string("json_out", None, "Write the JSON here.")
 _PLOT_OUT = flags.DEFINE_string("plot_out", None, "Write a PNG of tokens against size (log axes) here.")
 _CACHE = flags.DEFINE_string("cache_dir", "", "Pickle loaded snapshots here and reuse them ('': load from JSON every run).")
@@ -289,8 +290,8 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
         from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
 
         if ranker != "bm25":
-            facts = add_usage_rankers(index, usage, ranker, config=dataclasses.replace(USAGE_ENCODER, seed=encoder_seed),
-                                      members=encoder_members, weight=encoder_weight)
+            facts = add_usage_rankers(index, usage, ranker, members=encoder_members, weight=encoder_weight,
+                                      config=dataclasses.replace(USAGE_ENCODER, seed=encoder_seed))
             if facts:
                 extra["encoder"] = facts
         ranked = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker=ranker,
@@ -353,8 +354,8 @@ def main(argv):
     counter = TokenCounter.from_config(_TOKENIZER.value)
     n_queries = _QUERIES.value if _QUERIES.value is not None else 200
     if _SUBGOALS.value == "clauses" and (_DOMAIN.value in (None, "bfcl") or _RANKER.value == "none"):
-        raise app.UsageError("--subgoals=clauses changes the ranked cascade's rows of --domain=synthetic_math; it needs "
-                             "a --ranker other than 'none' (not wired for --domain=bfcl or --sizes)")
+        raise app.UsageError("--subgoals=clauses changes the ranked cascade's rows of --domain=synthetic_math; it "
+                             "needs a --ranker other than 'none' (not wired for --domain=bfcl or --sizes)")
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value
