@@ -351,7 +351,8 @@ def add_usage_rankers(index, usage, ranker: str, *, config: EncoderConfig = USAG
     on the cards and the records' (question, tool) pairs, seeds derived from ``config.seed``), ``hybrid``
     (BM25 + encoder) and ``expanded_hybrid`` (expanded + encoder), the encoder at ``weight`` in each sum.
     One home for the planner's prompt (``retrieval.ranker``) and the retrieval bench, so both rank alike.
-    Returns the encoder's facts (empty when ``ranker`` needs none)."""
+    Returns the encoder's facts (empty when ``ranker`` needs none; with one member also its training
+    pairs and first and last loss)."""
     import time
 
     from cocoda_jax.retrieval.rankers import BM25Ranker
@@ -363,17 +364,30 @@ def add_usage_rankers(index, usage, ranker: str, *, config: EncoderConfig = USAG
     if ranker == "expanded":
         return {}
     t0 = time.perf_counter()
-    pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
-    if members == 1:
-        rk = EncoderRanker(train_encoder(index.names, index.texts, pairs, config), index.names, index.texts)
-    else:
-        rk = train_ensemble(index.names, index.texts, pairs, config, members)
+    pairs = tuple((r.question, n) for r in usage.records for n in sorted(r.tools))
+    hits = _usage_encoder.cache_info().hits
+    rk, single = _usage_encoder(tuple(index.names), tuple(index.texts), pairs, config, members)
     index.add_ranker("encoder", rk)
     index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, weight)]))
     if ranker == "expanded_hybrid":
         index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, weight)]))
     return {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs), "steps": config.steps,
-            "card_views": config.card_views, "seed": config.seed, "members": members, "weight": weight}
+            "card_views": config.card_views, "width": config.width, "buckets": config.buckets, "seed": config.seed,
+            "members": members, "weight": weight, "cached": _usage_encoder.cache_info().hits > hits, **single}
+
+
+@functools.lru_cache(maxsize=4)
+def _usage_encoder(names: tuple[str, ...], texts: tuple[str, ...], pairs: tuple[tuple[str, str], ...],
+                   config: EncoderConfig, members: int) -> tuple[EncoderRanker | SumRanker, dict]:
+    """The trained encoder ranker of :func:`add_usage_rankers` (and, with one member, its training
+    facts), memoised on everything it is a function of: a run builds the prompts' index again for
+    each library and demonstration set, and a pair it has seen (the incumbent's again after a
+    refused round, an evaluation after training) must not pay the training twice."""
+    if members > 1:
+        return train_ensemble(names, texts, pairs, config, members), {}
+    enc = train_encoder(names, texts, pairs, config)
+    return EncoderRanker(enc, names, texts), {"pairs": enc.pairs, "loss_first": round(enc.losses[0], 4),
+                                              "loss_last": round(enc.losses[-1], 4)}
 
 
 __all__ = ["USAGE_ENCODER", "USAGE_RANKERS", "add_usage_rankers", "EncoderConfig", "EncoderError", "EncoderRanker",

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cocoda_jax.retrieval.cascade import CascadeConfig, RetrievalIndex, retrieve
+from cocoda_jax.retrieval.encoder import USAGE_ENCODER, USAGE_RANKERS, add_usage_rankers
 from cocoda_jax.retrieval.subgoals import extract_subgoal
 from cocoda_jax.retrieval.usage import UsageIndex
 from cocoda_jax.rl import actions
@@ -114,7 +115,6 @@ class RetrievalConfig:
                 raise ValueError(f"retrieval.{name} must be an int >= 1, got {v!r}")
         if self.neighbours < 0 or self.usage_weight < 0 or not self.l1_max_cost >= 0:
             raise ValueError("retrieval.neighbours, usage_weight and l1_max_cost must be >= 0")
-        from cocoda_jax.retrieval.encoder import USAGE_RANKERS
         if self.ranker not in ("bm25", *USAGE_RANKERS):
             raise ValueError(f"retrieval.ranker must be one of {('bm25', *USAGE_RANKERS)}, got {self.ranker!r}")
         if self.ranker != "bm25" and (self.mode != "cascade" or not self.usage_weight > 0):
@@ -136,7 +136,6 @@ class RetrievalConfig:
         cards and ``usage`` when it is not BM25: deterministic from ``encoder_seed``)."""
         index = RetrievalIndex.build(snapshot)
         if self.ranker != "bm25":
-            from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
             if usage is None:
                 raise ValueError(f"retrieval.ranker={self.ranker!r} needs the run's usage records")
             add_usage_rankers(index, usage, self.ranker, members=self.encoder_members,

@@ -27,7 +27,9 @@ encoder; the expanded ones not for BFCL) adds ``typed_dag_ranked``, ``flat_ranke
 ranked by that ranker; ``--ablation`` adds one ``ablate_<stage>`` row per stage of the ranked cascade
 switched off or changed (:data:`DOMAIN_ABLATIONS`); ``--ranker=none`` gives the rows above only. ``--subgoals=clauses``
 makes the ranked cascade's rows retrieve once per sentence of the question and merge the rankings
-round-robin (one step of a multi-step question per retrieval; the other rows stay question-level).
+round-robin (one step of a multi-step question per retrieval; the other rows stay question-level);
+``--subgoals=question_clauses`` retrieves for the whole question and for each sentence, the question's ranking
+first in the merge (a composite whose two steps straddle a sentence end is found by the question).
 
 **On BFCL's function docs** (``--domain=bfcl``)::
 
@@ -109,6 +111,8 @@ _HELDOUT = flags.DEFINE_enum("heldout", "instances", ["instances", "wording"], "
 _GROW = flags.DEFINE_integer("grow_library_to", 0, "Grow the primitive library to this many tools with distractors.")
 #: The rankers built from the domain's usage records (the BFCL pool bench has its own records: not wired there).
 EXPANDED_RANKERS = ("expanded", "expanded_hybrid")
+#: What the ranked cascade's rows retrieve for: the question, its sentences, or both (``--subgoals``).
+SUBGOAL_MODES = ("question", "clauses", "question_clauses")
 _RANKER = flags.DEFINE_enum("ranker", "hybrid", ["none", "bm25", "encoder", "hybrid", "expanded",
                                                      "expanded_hybrid"],
                             "--domain mode: the ranker that stands for the LM's choice in the optional-aware cascade, "
@@ -120,9 +124,10 @@ _ABLATION = flags.DEFINE_boolean("ablation", False, "--domain mode: also one row
 _ENCODER_SEED = flags.DEFINE_integer("encoder_seed", 0, "--domain mode: the dual encoder's seed.")
 _ENCODER_WEIGHT = flags.DEFINE_float("encoder_weight", 1.0, "--domain mode: the encoder's weight in the hybrid "
                                      "and expanded_hybrid sums (BM25's is 1).")
-_SUBGOALS = flags.DEFINE_enum("subgoals", "question", ["question", "clauses"],
+_SUBGOALS = flags.DEFINE_enum("subgoals", "question", list(SUBGOAL_MODES),
                                "--domain mode, the ranked cascade's rows (typed_dag_ranked, ablate_*): one retrieval "
-                               "for the whole question, or one per sentence (clause_subgoals), merged round-robin "
+                               "for the whole question, one per sentence (clause_subgoals), or the whole question and "
+                               "one per sentence (question_clauses), merged round-robin with the question first "
                                "(retrieve_many); the other rows stay question-level.")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
                                         "--encoder_seed).")
@@ -301,9 +306,12 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
         def ranked_cascade(cfg):
             def run(t):
                 prior = usage.votes(t.question, base.neighbours, exclude=str(t.id)) if cfg.prior_weight else None
-                if subgoals == "clauses":
-                    return retrieve_many(index, clause_subgoals(t.question, "Any"), cfg, prior=prior)
-                return retrieve(index, question_subgoal(t), cfg, prior=prior)
+                if subgoals == "question":
+                    return retrieve(index, question_subgoal(t), cfg, prior=prior)
+                clauses = clause_subgoals(t.question, "Any")
+                if subgoals == "question_clauses":
+                    clauses = (question_subgoal(t), *clauses) if len(clauses) > 1 else (question_subgoal(t),)
+                return retrieve_many(index, clauses, cfg, prior=prior)
             return run
 
         runners["typed_dag_ranked"] = ranked_cascade(ranked)
@@ -353,9 +361,10 @@ def main(argv):
     del argv
     counter = TokenCounter.from_config(_TOKENIZER.value)
     n_queries = _QUERIES.value if _QUERIES.value is not None else 200
-    if _SUBGOALS.value == "clauses" and (_DOMAIN.value in (None, "bfcl") or _RANKER.value == "none"):
-        raise app.UsageError("--subgoals=clauses changes the ranked cascade's rows of --domain=synthetic_math; it "
-                             "needs a --ranker other than 'none' (not wired for --domain=bfcl or --sizes)")
+    if _SUBGOALS.value != "question" and (_DOMAIN.value in (None, "bfcl") or _RANKER.value == "none"):
+        raise app.UsageError(f"--subgoals={_SUBGOALS.value} changes the ranked cascade's rows of "
+                             "--domain=synthetic_math; it needs a --ranker other than 'none' (not wired for "
+                             "--domain=bfcl or --sizes)")
     if _DOMAIN.value == "bfcl":
         from third_party.benchmarks import bfcl_retrieval as bfcl_bench
         ranker = None if _RANKER.value == "none" else _RANKER.value

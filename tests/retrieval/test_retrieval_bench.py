@@ -127,6 +127,13 @@ def test_domain_questions_with_one_retrieval_per_clause():
         assert c[row] == {**w[row], "p50_ms": c[row]["p50_ms"]}
     assert c["typed_dag_ranked"]["tokens"] > w["typed_dag_ranked"]["tokens"]
     assert c["typed_dag_ranked"]["gold_recall"] > w["typed_dag_ranked"]["gold_recall"]
+    both = bench_retrieval.domain_questions(*args, n_train=300, ranker="expanded", heldout="wording",
+                                            subgoals="question_clauses")
+    b = both["methods"]
+    assert both["subgoals"] == "question_clauses"
+    assert b["typed_dag"] == {**w["typed_dag"], "p50_ms": b["typed_dag"]["p50_ms"]}
+    assert b["typed_dag_ranked"]["tokens"] > c["typed_dag_ranked"]["tokens"]
+    assert b["typed_dag_ranked"]["gold_recall"] > w["typed_dag_ranked"]["gold_recall"]
 
 
 def test_launcher_refuses_clauses_where_they_are_not_wired():

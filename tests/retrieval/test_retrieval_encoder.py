@@ -1,5 +1,7 @@
 """The dual encoder: deterministic from its seed, learns its pairs, ranks alike for every method."""
 
+import dataclasses
+
 import chex
 import numpy as np
 import pytest
@@ -136,3 +138,32 @@ def test_a_diverged_encoder_is_refused(trained, monkeypatch):
     monkeypatch.setattr(trained, "embed_tools", lambda texts: np.full((len(texts), TINY.width), np.nan, np.float32))
     with pytest.raises(EncoderError):
         EncoderRanker(trained, NAMES, TEXTS)
+
+
+def test_usage_rankers_train_once_per_distinct_input(shop):
+    """``add_usage_rankers`` memoises the trained encoder on its inputs: a second index over the same
+    cards and records gets the same ranker without training (``cached``); another seed or other
+    records train anew; and a retrained encoder (cache cleared) scores exactly as the memoised one."""
+    from cocoda_jax.retrieval.cascade import RetrievalIndex
+    from cocoda_jax.retrieval.encoder import _usage_encoder, add_usage_rankers
+    from cocoda_jax.retrieval.usage import UsageIndex, UsageRecord
+
+    snap, _ = shop
+    usage = UsageIndex([UsageRecord("q0", "what is the price after the discount", frozenset({"subtract"})),
+                        UsageRecord("q1", "sort these prices", frozenset({"sort_prices"}))])
+    _usage_encoder.cache_clear()
+    first, second = RetrievalIndex.build(snap), RetrievalIndex.build(snap)
+    a = add_usage_rankers(first, usage, "hybrid", config=TINY)
+    b = add_usage_rankers(second, usage, "hybrid", config=TINY)
+    assert not a["cached"] and b["cached"] and a["pairs"] == b["pairs"] > 0
+    assert second.rankers["encoder"] is first.rankers["encoder"]
+    other_seed = add_usage_rankers(RetrievalIndex.build(snap), usage, "hybrid",
+                                   config=dataclasses.replace(TINY, seed=4))
+    fewer = UsageIndex(usage.records[:1])
+    other_records = add_usage_rankers(RetrievalIndex.build(snap), fewer, "hybrid", config=TINY)
+    assert not other_seed["cached"] and not other_records["cached"]
+    _usage_encoder.cache_clear()
+    third = RetrievalIndex.build(snap)
+    assert not add_usage_rankers(third, usage, "hybrid", config=TINY)["cached"]
+    query = "the price after a discount"
+    np.testing.assert_array_equal(third.rankers["hybrid"].scores(query), first.rankers["hybrid"].scores(query))

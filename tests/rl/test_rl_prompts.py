@@ -174,7 +174,7 @@ def test_a_ranker_built_from_the_usage_records_ranks_the_prompt(math_library, us
     questions never used, and they stay a pure function of their inputs (the encoder is trained from
     its seed)."""
     from cocoda_jax.retrieval.cascade import RetrievalIndex, retrieve
-    from cocoda_jax.retrieval.encoder import add_usage_rankers
+    from cocoda_jax.retrieval.encoder import _usage_encoder, add_usage_rankers
     from cocoda_jax.rl.prompts import question_subgoal
 
     cfg = RetrievalConfig(k=8, ranker="expanded")
@@ -192,6 +192,7 @@ def test_a_ranker_built_from_the_usage_records_ranks_the_prompt(math_library, us
     cards = PromptCards(math_library, hybrid, usage)
     assert set(cards.index.rankers) >= {"expanded", "encoder", "expanded_hybrid"}
     first = [cards.tools(t) for t in NEW_WORDING[:6]]
+    _usage_encoder.cache_clear()  # retrained from its seed, not the memoised encoder
     assert [PromptCards(math_library, hybrid, usage).tools(t) for t in NEW_WORDING[:6]] == first
     assert all(len(c) == 8 for c in first)
 

@@ -270,19 +270,11 @@ def typed_config(k: int, l1_max_cost: float, l2_cost_weight: float, literal_weig
 
 def add_rankers(index: RetrievalIndex, usage: Sequence[BfclQuery], config: Any = None) -> dict:
     """Trains the dual encoder on the pool's cards and the usage quarter's (question, gold tool)
-    pairs and registers ``encoder`` and ``hybrid`` (BM25 + encoder) on ``index``; returns facts."""
-    from cocoda_jax.retrieval.encoder import EncoderConfig, EncoderRanker, SumRanker, train_encoder
+    pairs and registers ``encoder`` and ``hybrid`` (BM25 + encoder) on ``index``
+    (:func:`~cocoda_jax.retrieval.encoder.add_usage_rankers`, the planner's prompt's home); returns facts."""
+    from cocoda_jax.retrieval.encoder import EncoderConfig, add_usage_rankers
 
-    config = config or EncoderConfig(steps=600)
-    t0 = time.perf_counter()
-    pairs = [(q.text, g) for q in usage for g in sorted(q.gold)]
-    enc = train_encoder(index.names, index.texts, pairs, config)
-    rk = EncoderRanker(enc, index.names, index.texts)
-    index.add_ranker("encoder", rk)
-    index.add_ranker("hybrid", SumRanker([(index.bm25, 1.0), (rk, 1.0)]))
-    return {"train_s": round(time.perf_counter() - t0, 1), "pairs": enc.pairs, "usage_pairs": len(pairs),
-            "steps": config.steps, "width": config.width, "buckets": config.buckets, "seed": config.seed,
-            "loss_first": round(enc.losses[0], 4), "loss_last": round(enc.losses[-1], 4)}
+    return add_usage_rankers(index, _usage_index(usage), "hybrid", config=config or EncoderConfig(steps=600))
 
 
 def _usage_index(usage: Sequence[BfclQuery]):
