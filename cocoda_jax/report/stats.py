@@ -29,13 +29,25 @@ def accuracy_interval(correct: int, n: int, z: float = Z95) -> dict[str, float]:
     return {"accuracy": p, "low": low, "high": high, "n": n}
 
 
-def paired_difference(a: Mapping[str, int], b: Mapping[str, int], z: float = Z95) -> dict[str, float]:
+def mean_interval(scores: Sequence[float], z: float = Z95) -> dict[str, float]:
+    """``{"mean", "low", "high", "n"}``: a graded per-task score's mean with its normal 95% interval."""
+    n = len(scores)
+    if n < 1:
+        raise ValueError("mean_interval needs at least one score")
+    mean = sum(scores) / n
+    var = sum((x - mean) ** 2 for x in scores) / (n - 1) if n > 1 else 0.0
+    half = z * math.sqrt(var / n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def paired_difference(a: Mapping[str, float], b: Mapping[str, float], z: float = Z95) -> dict[str, float]:
     """``a - b`` over the tasks both arms saw: ``{"diff", "low", "high", "n", "only_a", "only_b"}``
-    (mean per-task difference and its normal 95% interval; tasks solved by one arm only)."""
+    (mean per-task difference and its normal 95% interval; tasks where one arm scored higher: for
+    0/1 outcomes, the tasks solved by one arm only). Scores may be graded (e.g. turns passed)."""
     common = sorted(set(a) & set(b))
     if not common:
         raise ValueError("the two arms share no task")
-    d = [int(a[t]) - int(b[t]) for t in common]
+    d = [float(a[t]) - float(b[t]) for t in common]
     n = len(d)
     mean = sum(d) / n
     var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
@@ -44,32 +56,46 @@ def paired_difference(a: Mapping[str, int], b: Mapping[str, int], z: float = Z95
             "only_a": sum(x > 0 for x in d), "only_b": sum(x < 0 for x in d)}
 
 
-def run_outcomes(run_dir: str | Path) -> dict[str, int]:
-    """A finished run's ``test_outcomes`` from its ``report.json`` (``launch.coevolve``) or
-    ``train_summary.json`` (``launch.train``), or the ``outcomes`` of a JSON file that
+#: What a comparison scores per task: ``solved`` (1 if verified) or ``turns_passed`` (multi-turn
+#: only: the share of user turns passed before the first failure).
+MEASURES = {"solved": ("test_outcomes", "outcomes"), "turns_passed": ("test_turns_passed", "turns_passed")}
+
+
+def run_outcomes(run_dir: str | Path, measure: str = "solved") -> dict[str, float]:
+    """A finished run's per-task scores: ``test_outcomes`` (or ``test_turns_passed`` for
+    ``measure="turns_passed"``) from its ``report.json`` (``launch.coevolve``) or
+    ``train_summary.json`` (``launch.train``), or ``outcomes`` (``turns_passed``) of a JSON file that
     ``launch.evaluate_run`` wrote; a clear error when it has none."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {sorted(MEASURES)}, got {measure!r}")
+    run_key, eval_key = MEASURES[measure]
+    cast = int if measure == "solved" else float
     d = Path(run_dir)
     if d.is_file():
         doc = json.loads(d.read_text())
-        if "outcomes" not in doc:
-            raise ValueError(f"{d} has no outcomes (not written by launch.evaluate_run?)")
-        return {str(k): int(v) for k, v in doc["outcomes"].items()}
+        if not doc.get(eval_key):
+            raise ValueError(f"{d} has no {eval_key} (not written by launch.evaluate_run, or not multi-turn?)")
+        return {str(k): cast(v) for k, v in doc[eval_key].items()}
     for name in ("report.json", "train_summary.json"):
         if (d / name).is_file():
             doc = json.loads((d / name).read_text())
-            if "test_outcomes" not in doc:
-                raise ValueError(f"{d / name} has no test_outcomes (written by an older version?)")
-            return {str(k): int(v) for k, v in doc["test_outcomes"].items()}
+            if not doc.get(run_key):
+                raise ValueError(f"{d / name} has no {run_key} (written by an older version, or not multi-turn?)")
+            return {str(k): cast(v) for k, v in doc[run_key].items()}
     raise FileNotFoundError(f"{d} holds neither report.json nor train_summary.json (an unfinished run?)")
 
 
-def compare_runs(run_dirs: Sequence[str | Path]) -> dict:
-    """Each run's test accuracy with its interval, and each run against the first, paired by task
-    (a run is a run directory or a ``launch.evaluate_run`` JSON file)."""
-    outs = [run_outcomes(r) for r in run_dirs]
-    runs = [{"dir": str(r), **accuracy_interval(sum(o.values()), len(o))} for r, o in zip(run_dirs, outs)]
+def compare_runs(run_dirs: Sequence[str | Path], measure: str = "solved") -> dict:
+    """Each run's test score with its interval (accuracy: Wilson; turns passed: the mean's normal
+    interval), and each run against the first, paired by task (a run is a run directory or a
+    ``launch.evaluate_run`` JSON file)."""
+    outs = [run_outcomes(r, measure) for r in run_dirs]
+    if measure == "solved":
+        runs = [{"dir": str(r), **accuracy_interval(sum(o.values()), len(o))} for r, o in zip(run_dirs, outs)]
+    else:
+        runs = [{"dir": str(r), **mean_interval(list(o.values()))} for r, o in zip(run_dirs, outs)]
     paired = [{"dir": str(r), **paired_difference(o, outs[0])} for r, o in zip(run_dirs[1:], outs[1:])]
-    return {"runs": runs, "paired_vs_first": paired}
+    return {"measure": measure, "runs": runs, "paired_vs_first": paired}
 
 
-__all__ = ["accuracy_interval", "compare_runs", "paired_difference", "run_outcomes"]
+__all__ = ["MEASURES", "accuracy_interval", "compare_runs", "mean_interval", "paired_difference", "run_outcomes"]

@@ -1016,6 +1016,7 @@ def _finish(ctx: _RunContext, run_progress: RunProgress, state: TrainState, libr
              "retrieval": builders.retrieval_summary(cards, ctx.domain.test, test, ctx.tokenizer, ctx.settings.rollout),
              "test_outcomes": test.outcomes(),
              "test_per_category": domains.per_category(ctx.domain, ctx.domain.test, test),
+             "test_turns_passed": domains.turns_passed(ctx.domain.test, test),  # multi-turn only, else None
              "test_composite_uses": dict(sorted(test.composite_uses.items())),  # calls in the test rollouts
              "rods_per_epoch": list(run_progress.rods_metrics) or None,
              # the kept pair after each round on tasks no decision read (validation chose the pairs)

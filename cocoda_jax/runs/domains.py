@@ -50,22 +50,33 @@ class Domain:
 
 
 def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str, dict[str, float]] | None:
-    """Accuracy per benchmark category of ``evaluation`` on ``tasks`` (None for a one-category domain)."""
+    """Accuracy per benchmark category of ``evaluation`` on ``tasks`` (None for a one-category domain),
+    with the mean share of user turns passed for multi-turn tasks (:func:`turns_passed`)."""
     if domain.categories is None:
         return None
     outcomes = evaluation.outcomes()
-    played = {tr.task_id: tr for tr in evaluation.trajectories}
+    shares = turns_passed(tasks, evaluation) or {}
     groups: dict[str, list[int]] = {}
     turn_shares: dict[str, list[float]] = {}
     for t in tasks:
         c = str(domain.categories(t))
         groups.setdefault(c, []).append(int(outcomes[str(t.id)]))
-        if hasattr(t, "turns_passed"):  # multi-turn: the share of user turns passed before the first failure
-            turn_shares.setdefault(c, []).append(t.turns_passed(played[str(t.id)].environment_calls) / t.n_turns)
+        if str(t.id) in shares:
+            turn_shares.setdefault(c, []).append(shares[str(t.id)])
     out = {c: {"n": len(v), "accuracy": sum(v) / len(v)} for c, v in sorted(groups.items())}
     for c, v in turn_shares.items():
         out[c]["turns_passed_share"] = sum(v) / len(v)
     return out
+
+
+def turns_passed(tasks: Any, evaluation: Evaluation) -> dict[str, float] | None:
+    """Each multi-turn task's share of user turns passed before the first failure (task id -> share;
+    None when no task has turns): the graded measure beside all-or-nothing accuracy, which a small
+    planner leaves at zero on long conversations, so two arms can still be compared task by task."""
+    played = {tr.task_id: tr for tr in evaluation.trajectories}
+    out = {str(t.id): t.turns_passed(played[str(t.id)].environment_calls) / t.n_turns
+           for t in tasks if hasattr(t, "turns_passed")}
+    return out or None
 
 
 def domain_spec(name: str) -> D.TaskDomain:

@@ -101,7 +101,8 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
                  limit: int = 0, step: int | None = None, domain_seed: int | None = None) -> dict[str, Any]:
     """Greedy accuracy of the run's planner and library at checkpoint ``step`` (None: the last) on
     ``split`` (``val`` or ``test``), per category when the domain has categories, with each task's
-    outcome (``outcomes``: id -> 1 if verified, for paired comparisons); ``categories`` keeps only
+    outcome (``outcomes``: id -> 1 if verified, for paired comparisons; on multi-turn tasks also
+    ``turns_passed``: id -> share of user turns passed); ``categories`` keeps only
     those, ``limit`` at most that many tasks per category (0: all); ``domain_seed``: score on that
     seed's dev set instead (:func:`dev_tasks`)."""
     if split not in ("val", "test"):
@@ -133,6 +134,7 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", categories: Sequen
             "domain_seed": settings.domain.get("seed") if domain_seed is None else int(domain_seed),
             "checkpoint_step": run.step, "accuracy": evaluation.accuracy, "n": len(tasks),
             "library_size": len(run.library), "outcomes": evaluation.outcomes(),
+            "turns_passed": domains.turns_passed(tasks, evaluation),
             "composite_uses": dict(sorted(evaluation.composite_uses.items())),
             "retrieval": builders.retrieval_summary(run.cards, tasks, evaluation, run.tokenizer, settings.rollout)}
 

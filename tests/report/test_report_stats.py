@@ -57,3 +57,25 @@ def test_an_evaluation_file_gives_its_outcomes_and_one_without_them_is_refused(t
     assert run_outcomes(good) == {"t1": 1, "t2": 0}
     with pytest.raises(ValueError, match="no outcomes"):
         run_outcomes(bad)
+
+
+def test_turns_passed_is_compared_task_by_task_as_a_graded_score(tmp_path):
+    """``measure="turns_passed"`` reads the per-task share of turns passed: means with normal intervals,
+    the paired difference over shared tasks; a run without it (one-turn domain) is refused by name."""
+    for name, shares in (("a", {"t1": 0.0, "t2": 0.5, "t3": 0.25}), ("b", {"t1": 0.25, "t2": 0.5, "t3": 0.75})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(json.dumps(
+            {"test_outcomes": {t: 0 for t in shares}, "test_turns_passed": shares}))
+    out = compare_runs([str(tmp_path / "a"), str(tmp_path / "b")], measure="turns_passed")
+    assert out["measure"] == "turns_passed"
+    assert [r["mean"] for r in out["runs"]] == pytest.approx([0.25, 0.5])
+    assert out["runs"][0]["low"] < 0.25 < out["runs"][0]["high"]
+    pair = out["paired_vs_first"][0]
+    assert pair["diff"] == pytest.approx(0.25) and (pair["only_a"], pair["only_b"]) == (2, 0)
+    assert compare_runs([str(tmp_path / "a"), str(tmp_path / "b")])["paired_vs_first"][0]["diff"] == 0.0
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "report.json").write_text(json.dumps({"test_outcomes": {"t1": 1}, "test_turns_passed": None}))
+    with pytest.raises(ValueError, match="test_turns_passed"):
+        run_outcomes(tmp_path / "c", "turns_passed")
+    with pytest.raises(ValueError, match="measure"):
+        run_outcomes(tmp_path / "a", "steps")

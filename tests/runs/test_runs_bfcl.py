@@ -42,6 +42,9 @@ def test_the_report_gives_accuracy_per_bfcl_category_and_the_warm_library_learne
     assert set(per) == {"multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                         "multi_turn_long_context"}
     assert all(v["n"] == 1 and 0.0 <= v["accuracy"] <= 1.0 for v in per.values())
+    shares = report["test_turns_passed"]  # one test conversation a category: its share is the category's
+    assert set(shares) == set(report["test_outcomes"]) and all(0.0 <= x <= 1.0 for x in shares.values())
+    assert sorted(shares.values()) == sorted(v["turns_passed_share"] for v in per.values())
     warm = report["warm"]["rounds"][0]
     assert warm["accepted"], warm["rejections"]
     library = LibrarySnapshot.from_json((wd / "library" / "round_000.json").read_text())
@@ -66,5 +69,6 @@ def test_the_planner_policy_scores_a_finished_run_per_category(run):
     assert result["policy"] == "planner" and set(result["per_category"]) == {"multi_turn_base", "multi_turn_miss_func"}
     for c in ("multi_turn_base", "multi_turn_miss_func"):
         assert result["per_category"][c] == report["test_per_category"][c]
+    assert result["turns_passed"] == {i: report["test_turns_passed"][i] for i in result["outcomes"]}
     with pytest.raises(ValueError, match="no test task"):
         evaluate_run(wd, categories=["simple_python"])
