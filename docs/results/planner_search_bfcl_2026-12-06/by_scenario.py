@@ -1,5 +1,5 @@
-"""The turns-passed comparison with each BFCL scenario as the unit (its four category variants are not
-independent draws): the paired difference of scenario means and its 95% t interval.
+"""The turns-passed comparisons with each BFCL scenario as the unit (its four category variants are not
+independent draws): paired differences of scenario means with their 95% t intervals.
 
     python docs/results/planner_search_bfcl_2026-12-06/by_scenario.py > by_scenario.json
 """
@@ -21,13 +21,18 @@ def by_scenario(name: str) -> dict[str, float]:
     return {s: statistics.fmean(v) for s, v in groups.items()}
 
 
-q, s = by_scenario("eval_question.json"), by_scenario("eval_search.json")
-d = [s[k] - q[k] for k in sorted(q)]
-mean, sem = statistics.fmean(d), statistics.stdev(d) / len(d) ** 0.5
-half = stats.t.ppf(0.975, len(d) - 1) * sem
-print(json.dumps({"measure": "turns_passed, scenario means", "scenarios": len(d),
-                  "question": statistics.fmean(q.values()), "search": statistics.fmean(s.values()),
-                  "search_minus_question": mean,
-                  "low": mean - half, "high": mean + half,
-                  "scenarios_search_higher": sum(x > 0 for x in d), "scenarios_question_higher": sum(x < 0 for x in d)},
-                 indent=1))
+def paired(a: str, b: str) -> dict:
+    """``a - b`` over scenario means, with the 95% t interval."""
+    x, y = by_scenario(f"eval_{a}.json"), by_scenario(f"eval_{b}.json")
+    d = [x[k] - y[k] for k in sorted(y)]
+    mean, sem = statistics.fmean(d), statistics.stdev(d) / len(d) ** 0.5
+    half = stats.t.ppf(0.975, len(d) - 1) * sem
+    return {"scenarios": len(d), a: statistics.fmean(x.values()), b: statistics.fmean(y.values()),
+            "diff": mean, "low": mean - half, "high": mean + half,
+            f"scenarios_{a}_higher": sum(v > 0 for v in d), f"scenarios_{b}_higher": sum(v < 0 for v in d)}
+
+
+print(json.dumps({"measure": "turns_passed, scenario means",
+                  "search_minus_question": paired("search", "question"),
+                  "search_minus_question_k48": paired("search", "question_k48"),
+                  "question_minus_question_k48": paired("question", "question_k48")}, indent=1))
