@@ -48,11 +48,8 @@ def paired_difference(a: Mapping[str, float], b: Mapping[str, float], z: float =
     if not common:
         raise ValueError("the two arms share no task")
     d = [float(a[t]) - float(b[t]) for t in common]
-    n = len(d)
-    mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
-    half = z * math.sqrt(var / n)
-    return {"diff": mean, "low": mean - half, "high": mean + half, "n": n,
+    m = mean_interval(d, z)
+    return {"diff": m["mean"], "low": m["low"], "high": m["high"], "n": m["n"],
             "only_a": sum(x > 0 for x in d), "only_b": sum(x < 0 for x in d)}
 
 

@@ -261,6 +261,9 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
     from cocoda_jax.coevolve.validate import gold_tool_sets
     from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
 
+    if subgoals not in SUBGOAL_MODES:
+        raise ValueError(f"subgoals must be one of {SUBGOAL_MODES}, got {subgoals!r}")
+
     dom, warm, usage, warm_s = domain_library(domain, seed, heldout, n_queries, n_train, grow_library_to)
     snap = warm.snapshot
     index = RetrievalIndex.build(snap, counter)

@@ -134,6 +134,8 @@ def test_domain_questions_with_one_retrieval_per_clause():
     assert b["typed_dag"] == {**w["typed_dag"], "p50_ms": b["typed_dag"]["p50_ms"]}
     assert b["typed_dag_ranked"]["tokens"] > c["typed_dag_ranked"]["tokens"]
     assert b["typed_dag_ranked"]["gold_recall"] > w["typed_dag_ranked"]["gold_recall"]
+    with pytest.raises(ValueError, match="subgoals"):
+        bench_retrieval.domain_questions(*args, n_train=300, ranker="expanded", subgoals="clause")
 
 
 def test_launcher_refuses_clauses_where_they_are_not_wired():
