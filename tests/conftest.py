@@ -52,3 +52,14 @@ def tiny_run(tmp_path_factory, worker_id):
                 coevolve.run(chaos.get_config(), root / "run", progress=False)
             done.touch()
     return root / "run", json.loads((root / "run" / "report.json").read_text()), trace
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files that hold a ``slow`` test first, the rest after, each file's tests in their order.
+
+    Under README's ``-n 2 --dist loadfile`` each file runs whole on one worker, handed out in this
+    order (pytest.ini turns off xdist's own reorder, by test count, which put the few-test slow files
+    last): the longest files start first and short ones fill the end, so the two workers finish close
+    together."""
+    slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)  # stable: files stay whole

@@ -1,5 +1,4 @@
-"""One process of the multi-process runs of tests/runs/test_runs_multihost.py and
-tests/runs/test_runs_shares.py (run as a script).
+"""One process of the multi-process run of tests/runs/test_runs_shares.py (run as a script).
 
     python tests/runs/multihost_worker.py PROCESS_ID PORT WORKDIR [NUM_PROCESSES [OPTIONS_JSON]]
 

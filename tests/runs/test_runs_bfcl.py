@@ -35,6 +35,7 @@ def run(tmp_path_factory):
     return wd, coevolve.run(tiny_bfcl_config(), wd, progress=False)
 
 
+@pytest.mark.slow
 def test_the_report_gives_accuracy_per_bfcl_category_and_the_warm_library_learned_composites(run):
     wd, report = run
     assert report == json.loads((wd / "report.json").read_text())

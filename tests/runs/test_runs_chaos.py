@@ -85,6 +85,7 @@ def test_timing_fields_are_left_out_of_the_comparison(tmp_path):
     assert chaos.compare_runs(a, b) == ["library/round_000.json: bytes differ", "report.json['per_round'] differs"]
 
 
+@pytest.mark.slow
 def test_killed_and_resumed_the_job_ends_where_an_uninterrupted_run_ends(tiny_run, tmp_path):
     """SIGKILLs inside SFT, GRPO, the round's mining and validation, a checkpoint write and a RODS
     synthesis job; the session's run of configs/chaos.py, which mines a composite inside round 1,

@@ -112,6 +112,7 @@ def test_probation_must_leave_iterations_before_the_mining(tmp_path):
     assert not (tmp_path / "run" / "checkpoints").exists()  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_rods_seeds_start_where_the_config_says(tmp_path):
     """``rods.seed_start``: GRPO's seed tasks are ``n_seeds`` training tasks from that index on (past
     SFT's demonstrations, instances it never trained on); past the training tasks it is refused before

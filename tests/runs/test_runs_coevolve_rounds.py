@@ -110,6 +110,7 @@ def test_growth_that_pays_keeps_the_refreshed_planner_and_the_new_library(monkey
     assert verdict.outcome is Outcome.REJECT and verdict.state is None
 
 
+@pytest.mark.slow
 def test_a_round_refactors_the_stored_demonstrations_without_playing_them_again(tmp_path, monkeypatch):
     """Stage 2 plays the stored demonstrations once; a round that inserts a composite refactors them
     from their remembered traces and plays only the refresh sample in the sandbox. The refactored

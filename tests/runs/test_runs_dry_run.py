@@ -31,6 +31,7 @@ def device_bytes(tree):
                if s.device == jax.devices()[0])
 
 
+@pytest.mark.slow
 def test_the_plan_matches_what_a_real_learner_holds_per_device():
     config = small_config()
     plan = dry_run.memory_plan(config, "tiny")

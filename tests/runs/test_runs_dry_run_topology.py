@@ -53,6 +53,7 @@ def _small(**mesh):
     return c
 
 
+@pytest.mark.slow
 def test_the_plan_on_a_topology_splits_the_batch_over_its_replicas():
     """data=-1 on 4 devices with fsdp=2 is 2 replicas: each device holds the same shards of the state
     as with 1 replica, and half the rows."""
@@ -68,6 +69,7 @@ def test_the_plan_on_a_topology_splits_the_batch_over_its_replicas():
     assert t["headroom_after_state_gb"] == round((16 * 10**9 - state) / 1e9, 2)
 
 
+@pytest.mark.slow
 def test_the_launcher_takes_a_topology():
     out = subprocess.run([sys.executable, "-m", "launch.coevolve", "--config=configs/tiny.py", "--dry_run",
                           "--dry_run_topology=devices=4,hosts=2,device_gb=16", "--config.mesh.data=-1",

@@ -136,6 +136,7 @@ def test_files_round_trip_through_the_bucket(gcs, tmp_path):
     assert "a line in the bucket's run log" in (root / "logs" / "run.log").read_text()
 
 
+@pytest.mark.slow
 def test_the_job_in_a_bucket_stops_resumes_and_ends_as_the_local_run(gcs, tiny_run, tmp_path, monkeypatch):
     """configs/chaos.py (a composite mined inside round 1) in ``gs://bucket/run``: stopped after round
     1, resumed from the bucket; its library JSONs and RODS files byte for byte, and its report.json and

@@ -72,6 +72,7 @@ def rehearsal_config(data_dir, hf_dir, base_url):
     return c
 
 
+@pytest.mark.slow
 def test_the_real_scale_config_runs_stage_0_to_3_and_resumes(files, tmp_path):
     root, data_dir, hf_dir, train = files
     # the wrong program for two questions and prose for a quarter of the seeds: some questions stay unsolved

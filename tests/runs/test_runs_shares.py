@@ -8,7 +8,10 @@ a step): the chaos run's planner recipe (120 SFT steps on 8 depth-1 tasks, a 1,0
 Checked: each process played its 2 of the 8 rows and ran its share of the round's sandbox programs
 (within one group's programs of a quarter; together the programs of the whole iteration), all four
 end with the same round digest, library and report (durations aside), each wrote its own log file
-and only process 0 the work directory's files.
+and only process 0 the work directory's files (config, metrics, report, library, tokenizer, RODS's
+manifest): the others write nothing but their share of Orbax's checkpoints and their own RODS state
+under ``hosts/process_<i>`` (each process's writes are recorded by an audit hook in
+tests/runs/multihost_worker.py).
 
 Against one process: the design makes a P-process iteration equal to the one-process iteration with
 ``rollout.host_shards = P`` only on the same params bits; that is checked in one process in
@@ -32,11 +35,12 @@ from cocoda_jax.runs.numerics import replay_differences
 WORKER = Path(__file__).with_name("multihost_worker.py")
 ROOT = WORKER.parents[2]
 
-#: The job: configs/tiny.py with the chaos run's planner recipe, 4 groups of 2 an iteration, one round.
+#: The job: configs/tiny.py with the chaos run's planner recipe, 4 groups of 2 an iteration, one round, no dev set.
 JOB = {"grpo__tasks_per_iteration": 4, "warm__rounds": 0, "domain__max_depth": 1, "sft__steps": 120,
        "sft__batch_size": 8, "sft__n_demos": 8, "sft__learning_rate": 0.02, "sft__warmup_steps": 5,
        "rods__n_seeds": 8, "rollout__max_steps": 4, "rollout__max_new_tokens": 20, "rollout__temperature": 0.6,
-       "rollout__top_p": 1.0, "model__vocab_size": 1024, "rollout__max_len": 160, "rollout__length_multiple": 160}
+       "rollout__top_p": 1.0, "model__vocab_size": 1024, "rollout__max_len": 160, "rollout__length_multiple": 160,
+       "domain__n_dev": 0}
 
 
 def _free_port() -> int:
@@ -87,13 +91,18 @@ def test_four_processes_share_the_rows_and_agree(tmp_path):
     assert len({o["test_accuracy"] for o in outs}) == 1
 
     written = [set(o["written"]) for o in outs]
-    assert "logs/run.log" in written[0] and "report.json" in written[0]
+    for name in ("logs/run.log", "config.json", "metrics.jsonl", "report.json", "library/round_001.json",
+                 "rods/MANIFEST.json"):
+        assert name in written[0], name
+    assert any(w.startswith("tokenizer") for w in written[0])
     for i in (1, 2, 3):
         assert f"logs/process_{i}.log" in written[i] and "logs/run.log" not in written[i]
         stray = [w for w in written[i] if not (w.startswith(f"hosts/process_{i}/rods/") or w == f"logs/process_{i}.log"
                                                or ("orbax-checkpoint-tmp" in w and w.endswith(f"process_{i}")))]
         assert not stray, stray
+        assert any(w.startswith(f"hosts/process_{i}/rods/") for w in written[i])
     log_1 = (tmp_path / "four" / "logs" / "process_1.log").read_text()
     assert log_1 and (tmp_path / "four" / "logs" / "run.log").read_text()
     on_disk = json.loads((tmp_path / "four" / "report.json").read_text())
     assert on_disk["hosts"] == hosts and on_disk["test_accuracy"] == outs[0]["test_accuracy"]
+    assert on_disk["rounds"] == 1
