@@ -237,7 +237,7 @@ def test_sft_phase_overlaps_batches_but_reports_every_step_in_order(small_model)
     jax.tree.map(np.testing.assert_array_equal, jax.device_get(resumed.params), jax.device_get(state.params))
 
 
-def test_remat_gives_the_same_steps(small_model):
+def test_remat_gives_the_same_steps(reference, small_model):
     """Rematerialised layers recompute the same values: SFT and GRPO steps match the plain ones; and
     the gradient really goes through one remat per layer."""
     from flax import nnx
@@ -247,7 +247,7 @@ def test_remat_gives_the_same_steps(small_model):
     for remat, count in ((False, 0), (True, SMALL.n_layers)):
         jaxpr = str(jax.make_jaxpr(jax.grad(lambda p: nnx.merge(graphdef, p)(tokens, remat=remat).sum()))(params))
         assert jaxpr.count("remat") == count, remat
-    plain = _run(small_model)[2]
+    plain = reference[2]  # _run(small_model): the plain steps from the same init
     remat = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, remat=True))
     data = _batch()
     micro = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, remat=True, num_micro_batches=2))
@@ -261,7 +261,7 @@ def test_remat_gives_the_same_steps(small_model):
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_params, want_params)
 
 
-def test_scanned_layers_give_the_same_steps(small_model):
+def test_scanned_layers_give_the_same_steps(reference, small_model):
     """``scan_layers``: the layers as one ``lax.scan`` over their stacked weights (with remat, and
     with micro-batches) step exactly as the unrolled layers do; the scan is in the gradient's jaxpr."""
     from flax import nnx
@@ -270,7 +270,7 @@ def test_scanned_layers_give_the_same_steps(small_model):
     tokens = jax.numpy.ones((1, 8), jax.numpy.int32)
     jaxpr = str(jax.make_jaxpr(jax.grad(lambda p: nnx.merge(graphdef, p)(tokens, scan=True, remat=True).sum()))(params))
     assert "scan" in jaxpr and jaxpr.count("remat") >= 1
-    plain = _run(small_model)[2]
+    plain = reference[2]  # _run(small_model): the plain steps from the same init
     for learner in (Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, scan_layers=True, remat=True)),
                     Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, scan_layers=True, num_micro_batches=2))):
         for kind, step in (("sft", learner.sft_step), ("grpo", learner.grpo_step)):
@@ -283,12 +283,12 @@ def test_scanned_layers_give_the_same_steps(small_model):
 
 
 @pytest.mark.parametrize("chunk", [3, 64])  # a chunk that leaves a ragged last piece, and one longer than the rows
-def test_chunked_logits_give_the_same_steps_and_scores(small_model, chunk):
+def test_chunked_logits_give_the_same_steps_and_scores(reference, small_model, chunk):
     """``logits_chunk``: the head runs a few positions at a time, the same values and gradients; the
     scorer (old/reference log-probs) agrees too."""
-    plain = _run(small_model)[2]
+    plain = reference[2]  # _run(small_model): the plain steps from the same init
     learner = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG, logits_chunk=chunk))
-    whole = Learner(small_model, LearnerConfig(optim=SGD, grpo=GRPO_CFG))
+    whole = reference[0]  # the same config but the chunk
     data = _batch()
     for kind, step in (("sft", learner.sft_step), ("grpo", learner.grpo_step)):
         state, metrics = step(learner.init_state(), data)

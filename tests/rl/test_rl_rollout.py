@@ -28,7 +28,7 @@ def setup(math_library):
     tasks = sm.generate(40, seed=3, split="train", max_depth=1)
     segments = L.gold_segments(tasks, all_cards(math_library, "bare"))
     tok = Tokenizer(train_bpe_tokenizer([T.segments_text(s) for s in segments], 512))
-    model = create_model(tiny(tok.vocab_size), seed=1)
+    model = create_model(tiny(tok.vocab_size).replace(n_layers=2), seed=1)  # depth is not the point here
     return tasks, tok, model
 
 
