@@ -48,7 +48,10 @@ def get_config() -> ml_collections.ConfigDict:
     # Stage 2: SFT on the (refactored) gold demonstrations, to convergence (560 steps: depth-1 dev 1.000 and
     # the demonstrated two-motif tasks at the warm library's turn ceiling; at 200 the rounds' gain was mostly
     # the SFT stage 2 had not finished, docs/experiments.md section Q).
-    override(c, "sft", steps=560, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=2000)
+    # Each step's 16 demonstrations (120-292 tokens) packed into rows of 384 tokens: the same loss in about 3/4 of
+    # the token slots of one a row (docs/experiments.md section W).
+    override(c, "sft", steps=560, batch_size=16, learning_rate=5e-3, warmup_steps=20, micro_batches=1, n_demos=2000,
+             pack_length=384)
 
     # GRPO (beta=0: no reference forward on the CPU budget). "grpo_gar": the composite credit kept in
     # reward units (docs/reward.md). lr 5e-5 was chosen on seed 0's dev split (docs/experiments.md

@@ -21,7 +21,7 @@ def get_config(mesh: str = "node8") -> ml_collections.ConfigDict:
         n_train=0, n_val=0, n_test=0, module=""))
     c.rollout.update(dict(max_steps=24, max_len=8192, max_new_tokens=96, temperature=1.0, timeout_s=30.0))
     c.retrieval.update(dict(card_style="compact", k=16, l2_shortlist=24, l2_keep=32))
-    c.sft.update(dict(steps=600, batch_size=32, n_demos=100_000))
+    c.sft.update(dict(steps=600, batch_size=32, n_demos=100_000, pack_length=8192))
     c.grpo.update(dict(iterations=300, iterations_per_round=50, tasks_per_iteration=32, group_size=8))
     c.coevolve.abstractor.max_inputs = 4
     c.rods.n_seeds = 10_000

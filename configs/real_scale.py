@@ -46,7 +46,7 @@ def make(preset: str, benchmark: str, mesh: str = "node8"):
     c.rollout.update(dict(max_steps=12, max_len=4096, max_new_tokens=256, temperature=1.0))
     c.retrieval.update(dict(card_style="compact", k=8))
     c.sft.update(dict(steps=2000, batch_size=64, learning_rate=1e-5, warmup_steps=100,
-                      micro_batches=4 if preset == "qwen3_8b" else 1, n_demos=7000))
+                      micro_batches=4 if preset == "qwen3_8b" else 1, n_demos=7000, pack_length=4096))
     c.grpo.update(dict(iterations=600, iterations_per_round=100, tasks_per_iteration=64, group_size=8,
                        learning_rate=1e-6, beta=0.01, micro_batches=8 if preset == "qwen3_8b" else 4))
     c.coevolve.rounds = 6

@@ -403,7 +403,7 @@ class Transformer(nnx.Module):
 
     # -- training / scoring forward
     def __call__(self, input_ids, *, positions=None, attention_mask=None, remat: bool = False,
-                 hidden: bool = False, scan: bool = False, prefix=None):
+                 hidden: bool = False, scan: bool = False, prefix=None, segment_ids=None):
         """input_ids [b, t] ints; attention_mask [b, t] (1 = real token) for padded rows.
 
         Positions default to the count of real tokens before each slot, so a left-padded
@@ -421,6 +421,10 @@ class Transformer(nnx.Module):
         once per row, and the result is each row's continuation only: the values the rows
         ``concat(prefix[i], input_ids[r])`` would get at their last ``t`` slots (default positions
         count on from ``c``; given ``positions`` are the rows' own, the prefix's being ``0 .. c - 1``).
+        ``segment_ids``: ints [b, t] for packed rows (several sequences a row, numbered from 1, 0 for
+        padding; :func:`cocoda_jax.rl.trajectory.pack_episodes`): a token attends only within its own
+        segment and default positions count from the segment's start, so each sequence gets the
+        logits it would get alone. Not with ``prefix``.
         """
         input_ids = jnp.asarray(input_ids)
         if input_ids.ndim != 2:
@@ -429,12 +433,19 @@ class Transformer(nnx.Module):
         if attention_mask is None:
             attention_mask = jnp.ones((b, t), bool)
         attention_mask = jnp.asarray(attention_mask).astype(bool)
+        causal = jnp.tril(jnp.ones((t, t), bool))
+        mask = causal[None] & attention_mask[:, None, :]
+        if segment_ids is not None:
+            if prefix is not None:
+                raise ValueError("segment_ids (packed rows) and a shared prefix do not combine")
+            segment_ids = jnp.asarray(segment_ids)
+            mask = mask & (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids > 0)[:, None, :]
+            if positions is None:
+                positions = segment_positions(segment_ids)
         if positions is None:
             positions = jnp.maximum(jnp.cumsum(attention_mask, axis=1) - 1, 0)
             if prefix is not None:
                 positions = positions + jnp.shape(prefix)[-1]
-        causal = jnp.tril(jnp.ones((t, t), bool))
-        mask = causal[None] & attention_mask[:, None, :]
         if prefix is not None:
             return self._with_prefix(jnp.asarray(prefix), input_ids, positions, mask, remat=remat, hidden=hidden,
                                      scan=scan)
@@ -542,6 +553,15 @@ class Transformer(nnx.Module):
 def layer_state(stacked: nnx.State, i: int) -> nnx.State:
     """Layer ``i``'s slice of the stacked layers' state (a static index: a contiguous slice)."""
     return jax.tree.map(lambda a: a[i], stacked)
+
+
+def segment_positions(segment_ids: jnp.ndarray) -> jnp.ndarray:
+    """Per slot of packed rows [b, t], its offset from the start of its run of equal segment ids
+    (a new run starts at column 0 and wherever the id changes)."""
+    idx = jnp.broadcast_to(jnp.arange(segment_ids.shape[1]), segment_ids.shape)
+    changed = jnp.concatenate([jnp.ones_like(segment_ids[:, :1], bool),
+                               segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1)
+    return idx - jax.lax.cummax(jnp.where(changed, idx, 0), axis=1)
 
 
 def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:

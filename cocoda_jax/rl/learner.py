@@ -18,6 +18,11 @@ Batches are dicts of arrays aligned with ``tokens`` ``[B, T]`` (what
 Position ``t`` of a per-token column scores ``tokens[:, t]`` given ``tokens[:, :t]``, so column 0
 is never a loss position; the learner compares ``logits[:, :-1]`` with ``tokens[:, 1:]``.
 
+Packed rows (SFT only; :func:`cocoda_jax.rl.trajectory.pack_episodes`): ``segments`` ``[B, T]`` numbers
+the episodes of a row from 1 (0: padding); the model attends within a segment and counts positions
+from its start, and an episode's first token carries no loss, so the step's loss and gradient are
+those of the same episodes one a row (``token_mean``: the same tokens over the same count).
+
 A shared prompt (GRPO only; :func:`cocoda_jax.rl.loop.shared_group_prefix`): ``prefix`` ``[n, c]``
 holds the first ``c`` tokens common to each group of ``g = B / n`` consecutive rows, and the other
 columns hold the rest of each row (``tokens[:, c:]`` of the full batch, ...). The prefix then runs
@@ -54,6 +59,7 @@ from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl.update import OptimConfig, global_norm, make_optimizer, make_schedule
 
 SFT_KEYS = ("tokens", "loss_mask", "valid")
+SFT_OPTIONAL = ("segments",)
 GRPO_KEYS = SFT_KEYS + ("advantages",)
 GRPO_OPTIONAL = ("old_logp", "ref_logp", "prefix")
 
@@ -155,17 +161,19 @@ class Learner:
         is restored into (nothing allocated), and what an abstract learner's steps are lowered on."""
         return self._abstract_state
 
-    def lower_step(self, kind: str, rows: int, length: int, *, with_ref: bool = False) -> Any:
+    def lower_step(self, kind: str, rows: int, length: int, *, with_ref: bool = False, packed: bool = False) -> Any:
         """The ``"sft"`` or ``"grpo"`` step lowered for a ``[rows, length]`` batch of the learner's
         abstract state (nothing is allocated): ``.compile().memory_analysis()`` sizes it. The GRPO step
         is lowered without a shared prompt (``batch["prefix"]``): the loop shares one only where every
         group's prompt is at least a length bucket long, so a batch of short prompts runs this step and
-        it is the one a memory plan must fit (a shared prefix only shortens the rows)."""
-        keys = {"sft": SFT_KEYS, "grpo": GRPO_KEYS + ("old_logp",) + (("ref_logp",) if with_ref else ())}[kind]
+        it is the one a memory plan must fit (a shared prefix only shortens the rows). ``packed``: the SFT
+        step of packed rows (with ``segments``)."""
+        keys = {"sft": SFT_KEYS + (SFT_OPTIONAL if packed else ()),
+                "grpo": GRPO_KEYS + ("old_logp",) + (("ref_logp",) if with_ref else ())}[kind]
         batch = {}
         for k in keys:
             shape = (rows,) if k == "advantages" else (rows, length)
-            dtype = {"tokens": jnp.int32, "valid": jnp.bool_}.get(k, jnp.float32)
+            dtype = {"tokens": jnp.int32, "segments": jnp.int32, "valid": jnp.bool_}.get(k, jnp.float32)
             spec = logical_to_spec(("act_batch",) + (None,) * (len(shape) - 1), shape, self.mesh)
             batch[k] = jax.ShapeDtypeStruct(shape, dtype, sharding=jax.sharding.NamedSharding(self.mesh, spec))
         with self._ctx():
@@ -205,7 +213,7 @@ class Learner:
 
     def sft_step(self, state: TrainState, batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
         """One optimizer step of supervised NLL on the action tokens of demonstrations."""
-        batch = self._check(batch, SFT_KEYS, ())
+        batch = self._check(batch, SFT_KEYS, SFT_OPTIONAL)
         with self._ctx():
             return self._sft(state, batch)
 
@@ -242,6 +250,8 @@ class Learner:
             raise BatchError(f"batch lacks {missing}; it has {sorted(batch)}")
         if batch.get("prefix") is not None and "prefix" not in optional:
             raise BatchError("a shared prefix is for GRPO batches only")
+        if batch.get("segments") is not None and "segments" not in optional:
+            raise BatchError("packed rows (batch['segments']) are for SFT batches only")
         keys = required + tuple(k for k in optional if batch.get(k) is not None)
         out = {k: batch[k] for k in keys}
         if len(jnp.shape(out["tokens"])) != 2:
@@ -259,13 +269,14 @@ class Learner:
         _check_prefix(out, n)
         return self.shard_batch(out)
 
-    def _forward_logp(self, params, tokens, valid, prefix=None):
+    def _forward_logp(self, params, tokens, valid, prefix=None, segments=None):
         """The log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` and whether each is the argmax (every
         scorer's path); with ``logits_chunk`` the full logits never exist at once. ``prefix``: the
-        rows' shared first tokens (see the module's docstring)."""
+        rows' shared first tokens; ``segments``: packed rows' episode ids (see the module's docstring)."""
         model = nnx.merge(self.graphdef, params)
         chunk = self.config.logits_chunk
-        kw = dict(attention_mask=valid, remat=self.config.remat, scan=self.config.scan_layers, prefix=prefix)
+        kw = dict(attention_mask=valid, remat=self.config.remat, scan=self.config.scan_layers, prefix=prefix,
+                  segment_ids=segments)
         if chunk > 0:
             x = model(tokens, hidden=True, **kw)[:, :-1]
             return model.target_scores(x, tokens[:, 1:], chunk)
@@ -277,7 +288,8 @@ class Learner:
 
     def _shifted_logp(self, params, micro):
         """Log-probs of ``tokens[:, 1:]``, their argmax hits, and the matching loss mask ``[b, T-1]``."""
-        logp, top1 = self._forward_logp(params, micro["tokens"], micro["valid"], micro.get("prefix"))
+        logp, top1 = self._forward_logp(params, micro["tokens"], micro["valid"], micro.get("prefix"),
+                                        micro.get("segments"))
         mask = micro["loss_mask"][:, 1:].astype(jnp.float32) * micro["valid"][:, 1:].astype(jnp.float32)
         return top1, logp, mask
 
@@ -392,5 +404,5 @@ def accumulate_gradients(sums_fn: Callable[[Any, Any], tuple[jax.Array, Any]], p
     return jax.tree.map(lambda g, p: (g / count).astype(p.dtype), grads, params), sums
 
 
-__all__ = ["BatchError", "GRPO_KEYS", "GRPO_OPTIONAL", "Learner", "LearnerConfig", "SFT_KEYS", "TrainState",
-           "accumulate_gradients"]
+__all__ = ["BatchError", "GRPO_KEYS", "GRPO_OPTIONAL", "Learner", "LearnerConfig", "SFT_KEYS", "SFT_OPTIONAL",
+           "TrainState", "accumulate_gradients"]

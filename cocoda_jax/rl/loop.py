@@ -102,32 +102,41 @@ def demonstration_records(segments: Sequence[Sequence[T.Segment]], tokenizer: To
 
 
 def sft_batch(episodes: Sequence[T.TokenizedEpisode], batch_size: int, step: int, seed: int, rc: RolloutConfig,
-              pad_id: int) -> dict[str, np.ndarray]:
+              pad_id: int, *, pack_length: int = 0, row_multiple: int = 1) -> dict[str, np.ndarray]:
     """The batch of SFT step ``step``: ``batch_size`` demonstrations drawn without replacement by
-    ``default_rng([seed, step])`` (with replacement when there are fewer), right-padded."""
+    ``default_rng([seed, step])`` (with replacement when there are fewer), right-padded one a row, or
+    with ``pack_length > 0`` packed several to a row of that many tokens (of the longest episode's
+    length bucket where that is longer; :func:`cocoda_jax.rl.trajectory.pack_episodes`, rows in
+    multiples of ``row_multiple``): the same episodes, so the same loss, in fewer token slots."""
     if not episodes:
         raise ValueError("no demonstrations to train on")
     rng = np.random.default_rng([seed, step])
     idx = rng.choice(len(episodes), batch_size, replace=len(episodes) < batch_size)
     chosen = [episodes[i] for i in idx]
     length = bucket_length(max(len(e) for e in chosen), rc.length_multiple, rc.max_len)
+    if pack_length > 0:
+        tokens, mask, valid, segments = T.pack_episodes(chosen, max(length, pack_length), pad_id,
+                                                        row_multiple=row_multiple)
+        return {"tokens": tokens, "loss_mask": mask, "valid": valid, "segments": segments}
     tokens, mask, valid = T.pad_episodes(chosen, length, pad_id)
     return {"tokens": tokens, "loss_mask": mask, "valid": valid}
 
 
 def sft_phase(learner: Learner, state: TrainState, episodes: Sequence[T.TokenizedEpisode], *, steps: int,
-              batch_size: int, seed: int, rc: RolloutConfig, pad_id: int,
+              batch_size: int, seed: int, rc: RolloutConfig, pad_id: int, pack_length: int = 0,
               on_step: Callable[[int, dict], None] | None = None) -> TrainState:
     """SFT steps from ``state.step`` up to ``steps``; ``on_step(step, metrics)`` for each, in order
     (metrics on the host), for logging; a checkpoint is the caller's, between calls.
+    ``pack_length``: see :func:`sft_batch` (packed rows come in whole micro-batches and mesh shards).
 
     The device never waits for the host between steps: step ``k + 1``'s batch is built while the
     device runs step ``k`` (dispatch is asynchronous), step ``k + 1`` is dispatched, and only then
     are step ``k``'s metrics read (the one wait for the device, with the next step already queued)
     and handed to ``on_step``: logging runs one step behind. Without ``on_step`` nothing is read."""
     pending = None  # (step, metrics on the device) not yet handed to on_step
+    rows = math.lcm(learner.config.num_micro_batches, batch_shards(learner.mesh))
     for step in range(int(state.step), steps):
-        batch = sft_batch(episodes, batch_size, step, seed, rc, pad_id)
+        batch = sft_batch(episodes, batch_size, step, seed, rc, pad_id, pack_length=pack_length, row_multiple=rows)
         state, metrics = learner.sft_step(state, batch)
         if pending is not None and on_step is not None:
             on_step(pending[0], _host_scalars(pending[1]))

@@ -561,7 +561,7 @@ def _sft(ctx: _RunContext, demos: list[trajectory.TokenizedEpisode], writer: Met
 
     state = loop.sft_phase(ctx.sft_learner, ctx.sft_learner.init_state(), demos, steps=steps,
                            batch_size=ctx.settings.sft.batch_size, seed=ctx.seed, rc=ctx.settings.rollout,
-                           pad_id=ctx.tokenizer.pad_id, on_step=on_step)
+                           pad_id=ctx.tokenizer.pad_id, pack_length=ctx.settings.sft.pack_length, on_step=on_step)
     bar.close()
     return state
 
@@ -802,6 +802,7 @@ def refactor_and_refresh(ctx: _RunContext, r: int, library: LibrarySnapshot, car
     sft_state = loop.sft_phase(ctx.refresh_learner, ctx.refresh_learner.state_from_params(trained.state.params),
                                demos, steps=refresh, batch_size=ctx.settings.sft.batch_size, seed=ctx.rounds_seed * 1000 + r,
                                rc=ctx.settings.rollout, pad_id=ctx.tokenizer.pad_id,
+                               pack_length=ctx.settings.sft.pack_length,
                                on_step=lambda *_: failpoints.hit("refresh/step"))
     return dataclasses.replace(refactored, state=ctx.grpo_learner.state_from_params(sft_state.params),
                                step=trained.step + refresh)

@@ -176,12 +176,14 @@ def memory_plan(config: Any, config_name: str = "", topology: Topology | None = 
     model = abstract_model(cfg)
     sft = Learner.abstract(model, builders.sft_learner_config(settings), mesh)
     grpo = Learner.abstract(model, builders.grpo_learner_config(settings), mesh)
-    length = settings.rollout.max_len
     beta = grpo.config.grpo.beta
+    packed = settings.sft.pack_length > 0
     steps = {}
-    for kind, learner, rows in (("sft", sft, settings.sft.batch_size),
-                                ("grpo", grpo, settings.grpo.tasks_per_iteration * settings.grpo.group_size)):
-        compiled = learner.lower_step(kind, rows, length, with_ref=beta > 0).compile()
+    # packed SFT rows: at most one a demonstration, each of pack_length tokens or of the longest episode's
+    for kind, learner, rows, length in (
+            ("sft", sft, settings.sft.batch_size, max(settings.rollout.max_len, settings.sft.pack_length)),
+            ("grpo", grpo, settings.grpo.tasks_per_iteration * settings.grpo.group_size, settings.rollout.max_len)):
+        compiled = learner.lower_step(kind, rows, length, with_ref=beta > 0, packed=packed and kind == "sft").compile()
         ma = compiled.memory_analysis()
         micro = learner.config.num_micro_batches
         per_device_rows = -(-rows // (micro * data * fsdp))  # the batch axes are data x fsdp

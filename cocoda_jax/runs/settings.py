@@ -271,6 +271,10 @@ class SftSettings(_Section):
     warmup_steps: int
     micro_batches: int
     n_demos: int
+    #: > 0: a step's demonstrations are packed several to a row of this many tokens (the stage-2 SFT,
+    #: every refresh and launch.train's SFT; the same loss in fewer token slots:
+    #: cocoda_jax.rl.loop.sft_batch); 0: one a row, right-padded
+    pack_length: int = 0
 
     def __post_init__(self) -> None:
         self._int("steps", 0)
@@ -279,6 +283,7 @@ class SftSettings(_Section):
         self._int("warmup_steps", 0)
         self._int("micro_batches", 1)
         self._int("n_demos", 1)
+        self._int("pack_length", 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -193,7 +193,8 @@ def _sft_stage(job: _Job, writer: MetricsWriter, progress: TrainProgress, latest
     while int(state.step) < steps:
         until = min(steps, (int(state.step) // every + 1) * every)  # the next checkpoint, or the end
         state = loop.sft_phase(sft, state, job.demos, steps=until, batch_size=job.settings.sft.batch_size,
-                               seed=job.seed, rc=job.rollout, pad_id=job.tokenizer.pad_id, on_step=on_step)
+                               seed=job.seed, rc=job.rollout, pad_id=job.tokenizer.pad_id,
+                               pack_length=job.settings.sft.pack_length, on_step=on_step)
         if until < steps:
             job.save(until, state, progress)
             if job.stops_at(until):
