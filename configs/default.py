@@ -1,6 +1,6 @@
 """The embedded default of the main job (``launch/coevolve.py``): the tiny planner on synthetic math,
-on the CPU, in minutes (about 14 min on 2 cores, 20 min on one: docs/experiments.md section Q; 6 min 58 s
-on 2 idle cores before stage 2 and the rounds' refresh grew, section M).
+on the CPU, in minutes (about 15 min on 2 cores: 907 s with packed SFT rows, docs/experiments.md section W;
+6 min 58 s on 2 idle cores before stage 2 and the rounds' refresh grew, section M).
 
 It starts from every section's declared defaults (``cocoda_jax.runs.settings.default_config``: each
 default has one home, its section's dataclass) and sets what has no default and what this run

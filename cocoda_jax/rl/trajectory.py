@@ -546,7 +546,8 @@ def demonstration_segments(task: Any, cards: Sequence[str], *, program: str | No
 
 __all__ = [
     "BatchPolicyFn", "CardSource", "Searcher", "PROGRAM_HEADER", "PROMPT_HEADER", "PolicyFn", "STOP_REASONS", "ScriptedPolicy", "Segment",
-    "StepRecord", "TokenizedEpisode", "Trajectory", "char_mask", "pack_episodes", "pad_episodes", "tokenize_segments", "cards_of", "compact_card", "default_verify", "demonstration_segments",
+    "StepRecord", "TokenizedEpisode", "Trajectory", "char_mask", "pack_episodes", "pad_episodes",
+    "tokenize_segments", "cards_of", "compact_card", "default_verify", "demonstration_segments",
     "gold_demonstration", "progress_of", "render_prompt", "run_episode", "run_episodes", "segments_text",
     "tag_numbers", "tool_cards",
 ]

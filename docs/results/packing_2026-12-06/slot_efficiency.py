@@ -30,7 +30,8 @@ def _report():
     slots = sum(s[1] for s in _steps)
     shapes = sorted({s[2] for s in _steps})
     print("SLOTS " + json.dumps({"steps": len(_steps), "real_tokens": real, "slots": slots,
-                                 "efficiency": round(real / max(slots, 1), 4), "mean_slots": slots / max(len(_steps), 1),
+                                 "efficiency": round(real / max(slots, 1), 4),
+                                 "mean_slots": slots / max(len(_steps), 1),
                                  "shapes": [list(s) for s in shapes]}), flush=True)
 
 
