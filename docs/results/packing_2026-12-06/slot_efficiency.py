@@ -9,7 +9,6 @@ wrapped to count real tokens and slots per step; prints one JSON line. Usage (fr
 import atexit
 import json
 
-import numpy as np
 from absl import app
 
 from cocoda_jax.rl import loop
