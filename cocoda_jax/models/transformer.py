@@ -23,8 +23,8 @@ Every parameter carries its logical axis names as the `logical_axes` metadata, w
 convention so HF checkpoints load without permuting q/k rows.
 
 Two entry points share one attention core:
-  * `model(input_ids, positions=None, attention_mask=None)` -> fp32 logits [b, t, v]
-    (training / scoring; causal, with optional padding mask).
+  * `model(input_ids, positions=None, attention_mask=None, segment_ids=None)` -> fp32 logits [b, t, v]
+    (training / scoring; causal, with optional padding mask; packed rows attend within a segment).
   * `model.decode(tokens, positions, token_mask, cache)` -> (logits, cache): appends a
     chunk of tokens to a fixed-size `KVCache` (prefill, one decode step, or a multi-turn
     observation) and attends to every valid earlier slot.

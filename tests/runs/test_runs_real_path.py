@@ -60,7 +60,9 @@ def rehearsal_config(data_dir, hf_dir, base_url):
     c.demos.update(dict(base_url=base_url, model="oracle", api_key_env="", k=2, concurrency=4, chunk=8,
                         timeout_s=10.0, max_retries=1))
     c.rollout.update(dict(max_steps=6, max_len=512, length_multiple=512, max_new_tokens=8))
-    c.sft.update(dict(steps=4, batch_size=4, n_demos=24, warmup_steps=1, micro_batches=1, learning_rate=1e-3))
+    # packed to the shrunk max_len (the real config packs to its own, 4,096)
+    c.sft.update(dict(steps=4, batch_size=4, n_demos=24, warmup_steps=1, micro_batches=1, learning_rate=1e-3,
+                      pack_length=512))
     c.grpo.update(dict(iterations=2, iterations_per_round=1, tasks_per_iteration=2, group_size=2, eval_every=2,
                        micro_batches=1))
     c.checkpoint.update(dict(every_sft_steps=2, every_iterations=1))
