@@ -213,6 +213,9 @@ class Learner:
 
     def sft_step(self, state: TrainState, batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
         """One optimizer step of supervised NLL on the action tokens of demonstrations."""
+        if batch.get("segments") is not None and self.config.sft_aggregation != "token_mean":
+            # seq_mean would average per row (several episodes), constant per row count: another loss
+            raise BatchError(f"packed rows need sft_aggregation='token_mean', not {self.config.sft_aggregation!r}")
         batch = self._check(batch, SFT_KEYS, SFT_OPTIONAL)
         with self._ctx():
             return self._sft(state, batch)

@@ -133,12 +133,19 @@ def test_packed_rows_split_over_eight_devices_give_the_one_device_step(model):
 def test_sft_batch_packs_the_same_draw_and_keeps_long_episodes_whole():
     eps = _episodes([5, 9, 30, 4, 6, 7], seed=4)
     rc = RolloutConfig(max_len=64, length_multiple=8)
-    padded = sft_batch(eps, 4, step=3, seed=1, rc=rc, pad_id=0)
-    packed = sft_batch(eps, 4, step=3, seed=1, rc=rc, pad_id=0, pack_length=16, row_multiple=2)
+    # a batch of all six: the 30-token episode is drawn, longer than a row of 16: rows of its bucket (32)
+    padded = sft_batch(eps, 6, step=3, seed=1, rc=rc, pad_id=0)
+    packed = sft_batch(eps, 6, step=3, seed=1, rc=rc, pad_id=0, pack_length=16, row_multiple=2)
     assert sorted(padded["tokens"][padded["valid"]].tolist()) == sorted(packed["tokens"][packed["valid"]].tolist())
-    assert packed["tokens"].shape[0] % 2 == 0
-    if padded["tokens"].shape[1] > 16:  # a drawn episode longer than a row: rows of its bucket
-        assert packed["tokens"].shape[1] == padded["tokens"].shape[1]
+    assert padded["tokens"].shape == (6, 32)
+    assert packed["tokens"].shape == (2, 32)  # first-fit, longest first: [30] and [9, 7, 6, 5, 4]
+
+
+def test_packed_rows_refuse_a_loss_that_counts_rows(model):
+    ids, mask, valid, seg = tr.pack_episodes(_episodes([5, 4]), 12)
+    learner = Learner(model, LearnerConfig(optim=SGD, sft_aggregation="seq_mean"))
+    with pytest.raises(BatchError, match="token_mean"):
+        learner.sft_step(learner.init_state(), dict(tokens=ids, loss_mask=mask, valid=valid, segments=seg))
 
 
 def test_packed_rows_are_refused_in_a_grpo_step_and_beside_a_prefix(model):
