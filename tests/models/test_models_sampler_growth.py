@@ -70,11 +70,12 @@ def test_growth_through_compaction_and_reprefill(model):
 
 
 # Drawn batches have 3 rows (of any lengths, equal or not): the compiled programs are per batch size,
-# bucket and buffer size, so a fixed row count lets the examples share them; the explicit examples add
-# a lone row and two rows, each at a step size.
-@settings(max_examples=8, deadline=None)
+# bucket and buffer size, so a fixed row count and step sizes that round the buffers to few sizes let
+# the examples share them; the explicit examples add a lone row at step 1 (a buffer exactly as long as
+# the next decode reaches, so nearly every turn compiles anew) and two rows at step 24.
+@settings(max_examples=5, deadline=None)  # each draw compiles its own decode programs (~4 s each)
 @given(st.lists(st.integers(1, 20), min_size=3, max_size=3), st.lists(st.integers(0, 12), min_size=3, max_size=3),
-       st.sampled_from([1, 8, 24]))
+       st.sampled_from([8, 24]))
 @example([20], [12, 0, 5], 1)
 @example([3, 17], [0, 12, 7], 24)
 def test_property_growth_changes_no_token(model, prompt_lens, obs_lens, step):

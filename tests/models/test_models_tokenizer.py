@@ -91,3 +91,26 @@ def test_trained_tokenizer_drives_the_sampler(tok_dir):
     assert stop in got and stop not in tok.decode(cut.tokens[0][:-1])
     assert cut.stop_reasons[0] in ("stop_string", "stop_token")
     assert free.tokens[0][:len(cut.tokens[0])] == cut.tokens[0]  # same key: same prefix
+
+
+def test_a_saved_bpe_loads_directly_and_as_auto_tokenizer_loads_it(tok_dir, tmp_path, monkeypatch):
+    import shutil
+
+    import transformers
+
+    auto = AutoTokenizer.from_pretrained(tok_dir)
+    calls = []
+    real = transformers.AutoTokenizer.from_pretrained
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))
+    direct = load_tokenizer(tok_dir)
+    assert calls == [] and type(direct) is type(auto)  # our own directory: no AutoTokenizer
+    text = "<|im_start|>user\nwhat is add of 3 and 9?<|im_end|>"
+    assert direct(text)["input_ids"] == auto(text)["input_ids"]
+    assert direct.chat_template == auto.chat_template and direct.pad_token_id == auto.pad_token_id
+    other = tmp_path / "other"  # a checkpoint's directory names its own class: AutoTokenizer decides
+    shutil.copytree(tok_dir, other)
+    config = json.loads((other / "tokenizer_config.json").read_text())
+    (other / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"}))
+    load_tokenizer(other)
+    assert len(calls) == 1
