@@ -20,9 +20,10 @@ import sys
 process_id, port, workdir = int(sys.argv[1]), sys.argv[2], os.path.realpath(sys.argv[3])
 num_processes = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-# this process's devices, at the test session's XLA optimisation level (tests/conftest.py)
-os.environ["XLA_FLAGS"] = (f"--xla_force_host_platform_device_count={int(options.get('devices', 1))}"
-                           " --xla_backend_optimization_level=1")
+# the test session's XLA flags (tests/conftest.py), with this process's own device count
+DEVICE_COUNT = "--xla_force_host_platform_device_count"
+inherited = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_COUNT)]
+os.environ["XLA_FLAGS"] = " ".join([*inherited, f"{DEVICE_COUNT}={int(options.get('devices', 1))}"])
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import jax  # noqa: E402

@@ -25,7 +25,6 @@ coincidence of this job's discrete outcomes, not something the design guarantees
 """
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -56,9 +55,8 @@ def _free_port() -> int:
 def run_processes(workdir: Path, n: int, options: dict, timeout: int = 540) -> list[dict]:
     """Starts ``n`` workers on one coordinator; their printed JSON lines, in process order."""
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(i), str(port), str(workdir), str(n),
-                               json.dumps(options)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               json.dumps(options)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(n)]
     outs = []
     try:
