@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import ml_collections
 import numpy as np
 
@@ -60,8 +61,8 @@ from cocoda_jax.report.rounds import Outcome, RoundRecord
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards, search_step
-from cocoda_jax.rl.rewards import RewardBreakdown
-from cocoda_jax.rl.rollout import Tokenizer
+from cocoda_jax.rl.rewards import RewardBreakdown, reward
+from cocoda_jax.rl.rollout import Tokenizer, sample_rollouts
 from cocoda_jax.rods.source import TaskSource
 from cocoda_jax.rods.tracker import tracking_reward
 from cocoda_jax.runs import builders, domains, host_memory, hosts, logs, numerics, rundir, shares, stage0
@@ -716,6 +717,59 @@ def grpo_phase(ctx: _RunContext, r: int, step: int, library: LibrarySnapshot, ca
                      tuple(sorted(draws.items())))
 
 
+@dataclasses.dataclass(frozen=True)
+class Explored:
+    """A round's best-of-N search: the answer-only training tasks it sampled, its rollouts, and the first
+    correct rollout (reward >= ``coevolve.rho``) of each task it solved."""
+
+    tasks: int = 0
+    rollouts: int = 0
+    successes: tuple[trajectory.Trajectory, ...] = ()
+
+    def summary(self) -> dict[str, int]:
+        return {"tasks": self.tasks, "rollouts": self.rollouts, "solved": len(self.successes)}
+
+
+#: ``fold_in`` stream of the search's sampling keys (GRPO's iteration keys use 0, 1, 2, ... of the same seed)
+_EXPLORE_STREAM = 1 << 30
+
+
+def explore(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards, state: TrainState,
+            demo_programs: ProgramPairs) -> Explored:
+    """Round ``r``'s best-of-N search (``coevolve.explore_tasks`` > 0): ``explore_samples`` rollouts of
+    ``state``'s planner (GRPO's sampler settings) on each of ``explore_tasks`` answer-only training tasks
+    with no stored demonstration, drawn from the round's seed. Why: on such a task the converged planner
+    succeeds in ~2% of samples, so a GRPO group of 8 almost never holds a success to reinforce, while a
+    single success kept as a demonstration is what the refresh learns a new structure from."""
+    co = ctx.settings.coevolve
+    known = {task for task, _ in demo_programs}
+    pool = [t for t in ctx.domain.train if str(t.id) not in known]
+    if co.explore_tasks <= 0 or not pool:
+        return Explored()
+    rng = np.random.default_rng([ctx.rounds_seed, 29, r])
+    chosen = [pool[i] for i in sorted(rng.choice(len(pool), min(co.explore_tasks, len(pool)), replace=False))]
+    for t in chosen:
+        ctx.tasks_by_id.setdefault(str(t.id), t)
+    rows = [t for t in chosen for _ in range(co.explore_samples)]
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(ctx.rounds_seed), _EXPLORE_STREAM), r)
+    if ctx.distributed:  # each process its share of the tasks, then exchanged
+        trajs, _, breakdowns = shares.share_rollouts(
+            ctx.grpo_learner, ctx.tokenizer, library, ctx.sandbox, rc=ctx.settings.rollout, cards=cards,
+            reward_config=ctx.settings.reward, group_size=co.explore_samples)(state, rows, key)
+    else:
+        rc = ctx.settings.rollout
+        trajs, _ = sample_rollouts(ctx.grpo_learner.model(state), ctx.tokenizer, rows, library, ctx.sandbox,
+                                   sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
+                                   cards=cards, timeout_s=rc.timeout_s, scan_layers=ctx.settings.model.scan_layers,
+                                   host_shards=rc.host_shards)
+        breakdowns = [reward(t, library, ctx.settings.reward) for t in trajs]
+    first: dict[str, trajectory.Trajectory] = {}
+    for t, b in zip(trajs, breakdowns):
+        if t.correct and b.total >= co.rho:
+            first.setdefault(t.task_id, t)
+    return Explored(len(chosen), len(rows), tuple(first.values()))
+
+
 def _grpo_rollouts(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards) -> loop.Rollouts | None:
     """On a ``jax.distributed`` run, the GRPO iteration's rows played in shares (each process its
     groups, then exchanged: :mod:`cocoda_jax.runs.shares`), its share counted in
@@ -959,6 +1013,9 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         with _timed(stage_s, "grpo"):
             trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer,
                                  range(per_round - probation))
+        with _timed(stage_s, "explore"):
+            explored = explore(ctx, r, library, cards, trained.state, run_progress.demo_programs)
+            trained = dataclasses.replace(trained, successes=trained.successes + explored.successes)
         with _timed(stage_s, "mine"):
             mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
         with _timed(stage_s, "refactor_and_refresh"):
@@ -981,7 +1038,7 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             ctx.demo_traces = dict(zip(refactored.programs, refactored.traces))
         with _timed(stage_s, "curriculum"):
             rods_metrics = tasks.end_epoch(kept)
-        extra = {"mechanism": mechanism(trained, mined, refactored, verdict)}
+        extra = {"mechanism": {**mechanism(trained, mined, refactored, verdict), "explore": explored.summary()}}
         if ctx.domain.dev:
             with _timed(stage_s, "dev"):
                 extra.update(_dev_fields(ctx, state, kept, refactored.programs if verdict.outcome is Outcome.ACCEPT

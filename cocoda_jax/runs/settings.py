@@ -483,6 +483,12 @@ class CoevolveSettings(_Section):
     # solved from reward alone) it may train on, within half of ``refresh_demos``: one success per
     # undemonstrated structure is a handful of rows among thousands unless it is repeated
     refresh_repeats: int = 1
+    # best-of-N search each round: ``explore_samples`` rollouts of the GRPO-trained planner on each of
+    # ``explore_tasks`` drawn answer-only training tasks that have no stored demonstration yet; the correct
+    # ones join the round's successes (mining and ``keep_successes``). GRPO's G rollouts of a task the
+    # planner never solves teach nothing; a first success, kept, is a demonstration (0: off)
+    explore_tasks: int = 0
+    explore_samples: int = 16
     # 0: the rounds' randomness (GRPO's sampling, RODS's draw and synthesis, the refresh's batches) comes
     # from ``seed``; r > 0: from a seed derived from (seed, r), so the rounds are an independent replicate
     # after the same stages 1-2: what two runs of one method differ by (the study's null arm)
@@ -493,6 +499,8 @@ class CoevolveSettings(_Section):
         self._int("replicate", 0)
         self._bool("keep_successes")
         self._int("refresh_repeats", 1)
+        self._int("explore_tasks", 0)
+        self._int("explore_samples", 1)
         self._int("probation_iterations", 0)
         self._bool("mine_in_rounds")
         self._str("proposers", choices=PROPOSERS)

@@ -46,6 +46,10 @@ Why each available arm's overrides do what the name says (read from the code, no
   cards in the prompt; the planner's ``search(...)`` step is its only way to the library
   (``docs/actions.md``), in the demonstrations, GRPO's rollouts and the evaluations alike. Stages 1-2
   differ from ``cocoda``'s (the demonstrations show the step), so the arm runs its own prefix.
+* ``explore`` (diagnostic, run only when named): ``coevolve.explore_tasks=64``: the main job with a
+  best-of-N search after each round's GRPO iterations (``runs/coevolve.py`` ``explore``: 16 samples on
+  each of 64 answer-only training tasks without a stored demonstration); its successes join the round's
+  successes, so they are mined and, under ``keep_successes``, demonstrated in the refresh.
 * ``cocoda_replicate`` (diagnostic, run only when named): ``coevolve.replicate=1``: the main job's
   stages 1-2 (shared with ``cocoda`` at a seed) and rounds with the same settings drawing their
   randomness from another seed (``runs/coevolve.py`` ``rounds_seed``). Nothing about the method
@@ -129,6 +133,10 @@ ARMS: tuple[Arm, ...] = (
         "question-level cards", {"retrieval.cards": "search"}, in_presets=False, weight=1.2),
     # diagnostic (not in the presets): the null arm. Its delta to cocoda is what run-to-run chance alone
     # gives an arm, the yardstick for every other arm's delta
+    # diagnostic (not in the presets): best-of-N search on the answer-only training tasks each round
+    Arm("explore", "cocoda with a best-of-N search each round: 16 samples on each of 64 answer-only training tasks "
+        "not yet solved, the successes mined and kept as demonstrations", {"coevolve.explore_tasks": 64},
+        in_presets=False, weight=1.1),
     Arm("cocoda_replicate", "cocoda again from the same stages 1-2, its rounds under another random stream "
         "(GRPO's sampling, RODS's draw, the refresh's batches): what chance alone moves", {"coevolve.replicate": 1},
         in_presets=False),
@@ -142,7 +150,7 @@ _BY_NAME = {a.name: a for a in ARMS}
 #: validation reward, is measured again under the cell's own reward when a cell resumes from a prefix
 #: saved under another (``runs/coevolve.py``, ``_round0_under_this_reward``).
 STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "coevolve.rounds", "coevolve.replicate", "rods.",
-               "reward.")
+               "reward.", "coevolve.explore_")
 
 
 def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:
