@@ -34,7 +34,8 @@ def _scripted_evaluations(monkeypatch, accuracies):
 def test_a_refused_proposal_keeps_the_incumbent_pair_and_its_numbers(tmp_path, monkeypatch):
     # the SFT planner scores 0.5; round 1's proposal 0.0, below 0.5 - tolerance: refused
     seen = _scripted_evaluations(monkeypatch, [0.5, 0.0])
-    report = coevolve.run(tiny_config(coevolve__rounds=1, rods__enabled=False), tmp_path, progress=False)
+    config = tiny_config(coevolve__rounds=1, rods__enabled=False, coevolve__explore_tasks=2, coevolve__explore_samples=3)
+    report = coevolve.run(config, tmp_path, progress=False)
     assert seen[:2] == [0.5, 0.0]  # then the test split's
     assert [d["outcome"] for d in report["decisions"]] == [Outcome.REJECT]
     initial, refused = report["per_round"]
@@ -52,6 +53,9 @@ def test_a_refused_proposal_keeps_the_incumbent_pair_and_its_numbers(tmp_path, m
     assert progress.global_step == tiny_config().sft.steps + 1  # the GRPO step counts, though undone
     round_end = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "round/accepted" in r]
     assert [r["round/accepted"] for r in round_end] == [0.0] and round_end[0]["val/accuracy"] == 0.5
+    # the round's search ran in the real job: 2 answer-only tasks, 3 samples each (the tiny planner solves none)
+    assert refused["mechanism"]["explore"] == {"tasks": 2, "rollouts": 6, "solved": 0}
+    assert refused["stage_s"]["explore"] > 0
 
 
 def _decide_with_scores(monkeypatch, scores, rule):
@@ -165,3 +169,53 @@ def test_a_refused_round_keeps_its_new_solutions_and_an_accepted_one_its_refacto
     assert coevolve.kept_demonstrations(stored, refactored, accepted=True) == refactored.programs
     nothing_new = dataclasses.replace(refactored, new=())
     assert coevolve.kept_demonstrations(stored, nothing_new, accepted=False) == stored
+
+
+def _explore_context(explore_tasks, explore_samples=4, rounds_seed=5):
+    tasks = [SimpleNamespace(id=f"t{i}") for i in range(10)]
+    settings = SimpleNamespace(
+        coevolve=SimpleNamespace(explore_tasks=explore_tasks, explore_samples=explore_samples, rho=0.5),
+        rollout=SimpleNamespace(sampling=lambda: "sampling", max_steps=4, max_len=64, timeout_s=1.0, host_shards=1),
+        reward="reward settings", model=SimpleNamespace(scan_layers=False))
+    learner = SimpleNamespace(model=lambda state: ("planner", state))
+    return SimpleNamespace(settings=settings, domain=SimpleNamespace(train=tasks), tasks_by_id={}, distributed=False,
+                           grpo_learner=learner, tokenizer="tok", sandbox="sandbox", rounds_seed=rounds_seed)
+
+
+def test_the_search_samples_answer_only_tasks_and_keeps_each_ones_first_success(monkeypatch):
+    """``coevolve.explore``: ``explore_samples`` rollouts of the given planner on ``explore_tasks`` training
+    tasks without a stored demonstration, drawn from (rounds seed, round); a task's first rollout that is
+    correct with a reward >= rho is its success, one per task."""
+    sampled = []
+
+    def sample_rollouts(model, tokenizer, rows, library, sandbox, *, key, **kwargs):
+        sampled.append((model, [t.id for t in rows], key))
+        # a rollout is correct on its task's odd samples; the reward is 0.4 on t1 (below rho), else 1.0
+        trajs = [SimpleNamespace(task_id=t.id, correct=j % 2 == 1, program=f"{t.id}#{j}")
+                 for t, j in zip(rows, [k % 4 for k in range(len(rows))])]
+        return trajs, [None] * len(rows)
+
+    monkeypatch.setattr(coevolve, "sample_rollouts", sample_rollouts)
+    monkeypatch.setattr(coevolve, "reward", lambda t, lib, cfg: SimpleNamespace(total=0.4 if t.task_id == "t1" else 1.0))
+    ctx = _explore_context(explore_tasks=4)
+    stored = (("t0", "answer = a(n0)\n"), ("t2", "answer = b(n0)\n"))
+    out = coevolve.explore(ctx, 1, "library", "cards", "state", stored)
+    (model, rows, key), = sampled
+    chosen = rows[::4]
+    assert model == ("planner", "state") and rows == [t for t in chosen for _ in range(4)]
+    assert len(set(chosen)) == 4 and not {"t0", "t2"} & set(chosen)  # answer-only tasks, each once
+    assert set(ctx.tasks_by_id) == set(chosen)
+    assert (out.tasks, out.rollouts) == (4, 16)
+    assert [(t.task_id, t.program) for t in out.successes] == [(i, f"{i}#1") for i in chosen if i != "t1"]
+    assert out.summary() == {"tasks": 4, "rollouts": 16, "solved": len(out.successes)}
+    # the draw is a function of (rounds seed, round): the same again, another round draws on its own
+    again = coevolve.explore(_explore_context(explore_tasks=4), 1, "library", "cards", "state", stored)
+    assert [t.task_id for t in again.successes] == [t.task_id for t in out.successes]
+    assert sampled[1][1] == rows and (sampled[1][2] == key).all()
+    coevolve.explore(_explore_context(explore_tasks=4), 2, "library", "cards", "state", stored)
+    assert not (sampled[2][2] == key).all()
+    # off, or nothing left to search: no rollout
+    assert coevolve.explore(_explore_context(explore_tasks=0), 1, "library", "cards", "state", stored) == coevolve.Explored()
+    everything = tuple((f"t{i}", "answer = a(n0)\n") for i in range(10))
+    assert coevolve.explore(ctx, 1, "library", "cards", "state", everything) == coevolve.Explored()
+    assert len(sampled) == 3

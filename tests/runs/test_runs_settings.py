@@ -236,6 +236,8 @@ def test_a_missing_key_is_not_filled_in(path, message):
     ("coevolve.rounds", 2.5, "config.coevolve.rounds must be an int >= 0, got 2.5"),
     ("coevolve.rho", "high", "config.coevolve.rho must be a finite number >= 0, got 'high'"),
     ("coevolve.frozen_library", "no", "config.coevolve.frozen_library must be a bool, got 'no'"),
+    ("coevolve.explore_tasks", -1, "config.coevolve.explore_tasks must be an int >= 0, got -1"),
+    ("coevolve.explore_samples", 0, "config.coevolve.explore_samples must be an int >= 1, got 0"),
     ("coevolve.refresh_learning_rate", -1e-5, "config.coevolve.refresh_learning_rate must be a finite number > 0"),
     ("coevolve.abstractor.min_nodes", 1, "config.coevolve.abstractor: need 2 <= min_nodes"),
     ("coevolve.acceptance.reference", "worst", "config.coevolve.acceptance: reference must be one of"),
