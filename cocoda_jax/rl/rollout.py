@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -99,7 +99,7 @@ class SamplerPolicy:
     """
 
     def __init__(self, sampler: Sampler, tokenizer: Tokenizer, params: SamplingParams, key: jax.Array, *,
-                 max_len: int, drop_finished: bool = True):
+                 max_len: int, drop_finished: bool = True, forced: Mapping[tuple[int, int], str] | None = None):
         if params.stop_tokens and not set(tokenizer.line_end_ids) <= set(params.stop_tokens):
             raise ValueError("every line-ending token must be among the stop tokens (a turn is one line)")
         self.sampler = sampler
@@ -118,6 +118,13 @@ class SamplerPolicy:
         self._physical: list[int] = []  # the episode row held in each of the sampler's batch rows
         self.overflowed = 0
         self.row_turns = 0  # the sampler's batch rows summed over the turns (the decode's cost)
+        # (row, turn) -> text the turn's step starts with, read as given (no loss, no log-prob) before the
+        # planner writes the rest: a search that tries each tool at a step (:func:`forced_branches`)
+        self.forced = {k: v for k, v in (forced or {}).items() if v}
+
+    def _forced_ids(self, row: int) -> list[int]:
+        text = self.forced.get((row, self._turn))
+        return self.tok.encode(text) if text else []
 
     def __call__(self, contexts: Sequence[str], rows: Sequence[int]) -> list[Generation]:
         key = jax.random.fold_in(self.key, self._turn)
@@ -128,13 +135,18 @@ class SamplerPolicy:
             self._ended_with_newline = [True] * len(prompts)
             # a prompt that leaves no room for one step within max_len is never sampled: its rollout
             # writes nothing (and fails); counted in ``overflowed``
-            self._exhausted = [len(p) + self.params.max_new_tokens > self.max_len for p in prompts]
+            forced = [self._forced_ids(row) for row in range(len(prompts))]
+            for row, ids in enumerate(forced):
+                if ids:
+                    self._segments[row].append((tuple(ids), 0, (0.0,) * len(ids)))
+            self._exhausted = [len(p) + len(f) + self.params.max_new_tokens > self.max_len
+                               for p, f in zip(prompts, forced)]
             self.overflowed = sum(self._exhausted)
             if all(self._exhausted):
                 self._turn += 1
                 return [Generation("", (), (), "max_len") for _ in rows]
-            out = self.sampler.generate([[self.tok.pad_id] if x else p for p, x in zip(prompts, self._exhausted)],
-                                        self.params, key)
+            out = self.sampler.generate([[self.tok.pad_id] if x else p + f
+                                         for p, f, x in zip(prompts, forced, self._exhausted)], self.params, key)
             self._physical = list(range(len(prompts)))
         else:
             n = len(self._segments)
@@ -143,7 +155,7 @@ class SamplerPolicy:
                 text = _last_line(ctx)
                 if not self._ended_with_newline[row]:
                     text = "\n" + text
-                ids = self.tok.encode(text)
+                ids = self.tok.encode(text) + self._forced_ids(row)
                 if self._length(row) + len(ids) + self.params.max_new_tokens > self.max_len:
                     self._exhausted[row] = True
                 if not self._exhausted[row]:
@@ -172,7 +184,8 @@ class SamplerPolicy:
             lps = tuple(float(x) for x in out.log_probs[at[row]])
             self._segments[row].append((toks, 1, lps))
             self._ended_with_newline[row] = bool(toks) and toks[-1] in self._line_end
-            gens.append(Generation(self.tok.decode(toks), toks, lps, out.stop_reasons[at[row]]))
+            text = self.forced.get((row, self._turn - 1), "") + self.tok.decode(toks)
+            gens.append(Generation(text, toks, lps, out.stop_reasons[at[row]]))
         return gens
 
     def _drop_finished(self, live: list[int]) -> None:
@@ -214,21 +227,25 @@ def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snap
                     sampling: SamplingParams, key: jax.Array, max_steps: int, max_len: int,
                     cards: Sequence[str] | None = None, timeout_s: float | None = None,
                     verify: Callable[[Any, Any], float] = T.default_verify, scan_layers: bool = False,
-                    host_shards: int = 1) -> tuple[list[T.Trajectory], list[TokenRecord]]:
+                    host_shards: int = 1, forced: Mapping[tuple[int, int], str] | None = None
+                    ) -> tuple[list[T.Trajectory], list[TokenRecord]]:
     """One rollout per entry of ``tasks`` (repeat a task G times for a GRPO group) with ``model``;
     returns the text-level trajectories and the token records, aligned. ``scan_layers``: the
     sampler's layers as one ``lax.scan`` (:class:`~cocoda_jax.models.sampler.Sampler`).
     ``host_shards`` > 1: the rows in that many contiguous slices, each its own sampler conversation
     decoded from its own host thread (:class:`ShardedPolicy`; shard ``j`` samples with
-    ``fold_in(key, j)``, so outcomes depend on the shard count, never on thread timing)."""
+    ``fold_in(key, j)``, so outcomes depend on the shard count, never on thread timing).
+    ``forced``: (row, turn) -> the text that row's step at that turn starts with (:class:`SamplerPolicy`)."""
     if host_shards < 1:
         raise ValueError(f"host_shards must be >= 1, got {host_shards}")
     shards = min(host_shards, len(tasks))
     cache_size = rollout_cache_size(max_len, sampling.max_new_tokens)
 
-    def policy_for(tok, shard_key) -> SamplerPolicy:
+    def policy_for(tok, shard_key, first_row: int = 0, end_row: int | None = None) -> SamplerPolicy:
         sampler = Sampler(model, cache_size=cache_size, pad_id=tok.pad_id, tokenizer=tok.decode, scan_layers=scan_layers)
-        return SamplerPolicy(sampler, tok, sampling, shard_key, max_len=max_len)
+        end = len(tasks) if end_row is None else end_row
+        local = {(row - first_row, turn): text for (row, turn), text in (forced or {}).items() if first_row <= row < end}
+        return SamplerPolicy(sampler, tok, sampling, shard_key, max_len=max_len, forced=local)
 
     def play(policy) -> list[T.Trajectory]:
         return T.run_episodes(policy, tasks, snapshot, sandbox, max_steps, cards=cards, timeout_s=timeout_s,
@@ -240,7 +257,8 @@ def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snap
     tok = SerialTokenizer(tokenizer)
     cuts = shard_cuts(len(tasks), shards)
     with ThreadPoolExecutor(shards, thread_name_prefix="rollout-shard") as pool:
-        policy = ShardedPolicy([policy_for(tok, jax.random.fold_in(key, j)) for j in range(shards)], cuts, pool)
+        policy = ShardedPolicy([policy_for(tok, jax.random.fold_in(key, j), cuts[j], cuts[j + 1]) for j in range(shards)],
+                               cuts, pool)
         trajectories = play(policy)
     return trajectories, policy.records()
 

@@ -355,3 +355,29 @@ def test_grpo_iteration_refills_while_too_few_groups_carry_signal(setup, math_li
     _, _, it1 = run()
     assert asked == [] and plain["refills"] == 0
     assert [t.program for t in it0.trajectories] == [t.program for t in it1.trajectories]
+
+
+def test_a_forced_step_start_is_read_as_given_and_the_planner_writes_the_rest(setup, math_library, sandbox):
+    """``forced={(row, turn): text}``: that row's step at that turn starts with ``text`` (in the prompt of the
+    turn, with no loss and no log-prob) and the sampled tokens continue it; with host shards the rows keep
+    their own forced text."""
+    tasks, tok, model = setup
+    name = math_library.names()[0]
+    kw = dict(sampling=RC.sampling(), max_steps=2, max_len=RC.max_len, cards=all_cards(math_library, "bare"))
+    forced = {(1, 0): f"x1 = {name}(", (2, 1): "answer = "}
+    for shards in (1, 2):
+        trajs, records = sample_rollouts(model, tok, tasks[:3], math_library, sandbox, key=jax.random.key(3),
+                                         host_shards=shards, forced=forced, **kw)
+        first = trajs[1].steps[0].generation
+        assert first.text == f"x1 = {name}(" + tok.decode(first.tokens)
+        rec, start = records[1], len(tok.encode(trajs[1].prompt))
+        ids = tok.encode(f"x1 = {name}(")
+        assert list(rec.ids[start:start + len(ids)]) == ids
+        assert not any(rec.loss_mask[start:start + len(ids)]) and not any(rec.old_logp[start:start + len(ids)])
+        assert list(rec.ids[start + len(ids):start + len(ids) + len(first.tokens)]) == list(first.tokens)
+        assert all(rec.loss_mask[start + len(ids):start + len(ids) + len(first.tokens)])
+        if len(trajs[2].steps) > 1:  # the second turn of row 2 starts with the answer step's target
+            assert trajs[2].steps[1].generation.text.startswith("answer = ")
+        for row in (0, 2):  # rows without a forced first turn write it all themselves
+            g = trajs[row].steps[0].generation
+            assert g.text == tok.decode(g.tokens)
