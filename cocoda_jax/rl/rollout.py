@@ -244,7 +244,8 @@ def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snap
     def policy_for(tok, shard_key, first_row: int = 0, end_row: int | None = None) -> SamplerPolicy:
         sampler = Sampler(model, cache_size=cache_size, pad_id=tok.pad_id, tokenizer=tok.decode, scan_layers=scan_layers)
         end = len(tasks) if end_row is None else end_row
-        local = {(row - first_row, turn): text for (row, turn), text in (forced or {}).items() if first_row <= row < end}
+        local = {(row - first_row, turn): text for (row, turn), text in (forced or {}).items()
+                 if first_row <= row < end}
         return SamplerPolicy(sampler, tok, sampling, shard_key, max_len=max_len, forced=local)
 
     def play(policy) -> list[T.Trajectory]:
@@ -257,8 +258,8 @@ def sample_rollouts(model: Any, tokenizer: Tokenizer, tasks: Sequence[Any], snap
     tok = SerialTokenizer(tokenizer)
     cuts = shard_cuts(len(tasks), shards)
     with ThreadPoolExecutor(shards, thread_name_prefix="rollout-shard") as pool:
-        policy = ShardedPolicy([policy_for(tok, jax.random.fold_in(key, j), cuts[j], cuts[j + 1]) for j in range(shards)],
-                               cuts, pool)
+        policy = ShardedPolicy([policy_for(tok, jax.random.fold_in(key, j), cuts[j], cuts[j + 1])
+                                for j in range(shards)], cuts, pool)
         trajectories = play(policy)
     return trajectories, policy.records()
 
