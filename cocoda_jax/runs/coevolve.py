@@ -1013,9 +1013,11 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
         with _timed(stage_s, "grpo"):
             trained = grpo_phase(ctx, r, run_progress.global_step, library, cards, state, ref, tasks, writer,
                                  range(per_round - probation))
-        with _timed(stage_s, "explore"):
-            explored = explore(ctx, r, library, cards, trained.state, run_progress.demo_programs)
-            trained = dataclasses.replace(trained, successes=trained.successes + explored.successes)
+        explored = None
+        if ctx.settings.coevolve.explore_tasks > 0:
+            with _timed(stage_s, "explore"):
+                explored = explore(ctx, r, library, cards, trained.state, run_progress.demo_programs)
+                trained = dataclasses.replace(trained, successes=trained.successes + explored.successes)
         with _timed(stage_s, "mine"):
             mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
         with _timed(stage_s, "refactor_and_refresh"):
@@ -1038,7 +1040,9 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             ctx.demo_traces = dict(zip(refactored.programs, refactored.traces))
         with _timed(stage_s, "curriculum"):
             rods_metrics = tasks.end_epoch(kept)
-        extra = {"mechanism": {**mechanism(trained, mined, refactored, verdict), "explore": explored.summary()}}
+        extra = {"mechanism": mechanism(trained, mined, refactored, verdict)}
+        if explored is not None:
+            extra["mechanism"]["explore"] = explored.summary()
         if ctx.domain.dev:
             with _timed(stage_s, "dev"):
                 extra.update(_dev_fields(ctx, state, kept, refactored.programs if verdict.outcome is Outcome.ACCEPT
