@@ -227,6 +227,23 @@ Rollouts = Callable[[TrainState, Sequence[Any], jax.Array],
                     tuple[Sequence[T.Trajectory], Sequence[TokenRecord], Sequence[R.RewardBreakdown]]]
 
 
+def play_rows(learner: Learner, state: TrainState, tokenizer: Tokenizer, rows: Sequence[Any], snapshot: Any,
+              sandbox: Any, *, rc: RolloutConfig, cards: T.CardSource, key: jax.Array,
+              reward_config: R.RewardConfig = R.RewardConfig(), rollouts: Rollouts | None = None
+              ) -> tuple[list[T.Trajectory], list[TokenRecord], list[R.RewardBreakdown]]:
+    """One sampled rollout of each of ``rows`` (a task per row) with ``state``'s planner, run and
+    scored: by ``rollouts`` when given (a multi-process run's shares), else all by this process.
+    The one place GRPO's iterations and the rounds' search sample from."""
+    if rollouts is not None:  # sampled, run and scored in shares, then exchanged
+        trajs, records, breakdowns = rollouts(state, rows, key)
+        return list(trajs), list(records), list(breakdowns)
+    trajs, records = sample_rollouts(learner.model(state), tokenizer, rows, snapshot, sandbox,
+                                     sampling=rc.sampling(), key=key, max_steps=rc.max_steps,
+                                     max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s,
+                                     scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
+    return list(trajs), list(records), [R.reward(t, snapshot, reward_config) for t in trajs]
+
+
 @dataclasses.dataclass(frozen=True)
 class Iteration:
     """One GRPO iteration's rollouts: G per task, contiguous; their rewards and token records."""
@@ -292,15 +309,9 @@ def grpo_iteration(learner: Learner, state: TrainState, tokenizer: Tokenizer, ta
 
     def play(batch_tasks: Sequence[Any], k: int) -> tuple[list, list, list[R.RewardBreakdown]]:
         expanded = [t for t in batch_tasks for _ in range(group_size)]
-        draw_key = key if k == 0 else jax.random.fold_in(key, k)
-        if rollouts is not None:  # sampled, run and scored in shares, then exchanged
-            trajs, records, breakdowns = rollouts(state, expanded, draw_key)
-            return list(trajs), list(records), list(breakdowns)
-        trajs, records = sample_rollouts(learner.model(state), tokenizer, expanded, snapshot, sandbox,
-                                         sampling=rc.sampling(), key=draw_key, max_steps=rc.max_steps,
-                                         max_len=rc.max_len, cards=cards, timeout_s=rc.timeout_s,
-                                         scan_layers=learner.config.scan_layers, host_shards=rc.host_shards)
-        return list(trajs), list(records), [R.reward(t, snapshot, reward_config) for t in trajs]
+        return play_rows(learner, state, tokenizer, expanded, snapshot, sandbox, rc=rc, cards=cards,
+                         key=key if k == 0 else jax.random.fold_in(key, k), reward_config=reward_config,
+                         rollouts=rollouts)
 
     def advantages_of(breakdowns: Sequence[R.RewardBreakdown]) -> tuple[np.ndarray, np.ndarray]:
         totals = np.asarray([b.total for b in breakdowns], np.float32)
@@ -467,6 +478,7 @@ def iteration_key(seed: int, iteration: int) -> jax.Array:
 
 __all__ = [
     "Evaluation", "Iteration", "RolloutConfig", "Rollouts", "batch_shards", "demonstration_records",
-    "drops_masked_rows_exactly", "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "sample_tasks",
-    "sft_batch", "sft_phase", "shared_group_prefix", "summarize", "uniform_groups", "without_masked_groups",
+    "drops_masked_rows_exactly", "evaluate", "gold_segments", "grpo_iteration", "iteration_key", "play_rows",
+    "sample_tasks", "sft_batch", "sft_phase", "shared_group_prefix", "summarize", "uniform_groups",
+    "without_masked_groups",
 ]

@@ -61,8 +61,8 @@ from cocoda_jax.report.rounds import Outcome, RoundRecord
 from cocoda_jax.rl import loop, trajectory
 from cocoda_jax.rl.learner import Learner, TrainState
 from cocoda_jax.rl.prompts import PromptCards, all_cards, search_step
-from cocoda_jax.rl.rewards import RewardBreakdown, reward
-from cocoda_jax.rl.rollout import Tokenizer, sample_rollouts
+from cocoda_jax.rl.rewards import RewardBreakdown
+from cocoda_jax.rl.rollout import Tokenizer
 from cocoda_jax.rods.source import TaskSource
 from cocoda_jax.rods.tracker import tracking_reward
 from cocoda_jax.runs import builders, domains, host_memory, hosts, logs, numerics, rundir, shares, stage0
@@ -752,17 +752,10 @@ def explore(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCar
         ctx.tasks_by_id.setdefault(str(t.id), t)
     rows = [t for t in chosen for _ in range(co.explore_samples)]
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(ctx.rounds_seed), _EXPLORE_STREAM), r)
-    if ctx.distributed:  # each process its share of the tasks, then exchanged
-        trajs, _, breakdowns = shares.share_rollouts(
-            ctx.grpo_learner, ctx.tokenizer, library, ctx.sandbox, rc=ctx.settings.rollout, cards=cards,
-            reward_config=ctx.settings.reward, group_size=co.explore_samples)(state, rows, key)
-    else:
-        rc = ctx.settings.rollout
-        trajs, _ = sample_rollouts(ctx.grpo_learner.model(state), ctx.tokenizer, rows, library, ctx.sandbox,
-                                   sampling=rc.sampling(), key=key, max_steps=rc.max_steps, max_len=rc.max_len,
-                                   cards=cards, timeout_s=rc.timeout_s, scan_layers=ctx.settings.model.scan_layers,
-                                   host_shards=rc.host_shards)
-        breakdowns = [reward(t, library, ctx.settings.reward) for t in trajs]
+    trajs, _, breakdowns = loop.play_rows(ctx.grpo_learner, state, ctx.tokenizer, rows, library, ctx.sandbox,
+                                          rc=ctx.settings.rollout, cards=cards, key=key,
+                                          reward_config=ctx.settings.reward,
+                                          rollouts=_shared_rollouts(ctx, library, cards, co.explore_samples))
     first: dict[str, trajectory.Trajectory] = {}
     for t, b in zip(trajs, breakdowns):
         if t.correct and b.total >= co.rho:
@@ -771,21 +764,25 @@ def explore(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCar
 
 
 def _grpo_rollouts(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards) -> loop.Rollouts | None:
-    """On a ``jax.distributed`` run, the GRPO iteration's rows played in shares (each process its
-    groups, then exchanged: :mod:`cocoda_jax.runs.shares`), its share counted in
-    ``ctx.shares_by_round[r]``; ``None`` (this process plays every row) otherwise."""
-    if not ctx.distributed:
-        return None
-
+    """A GRPO iteration's players (:func:`_shared_rollouts`), its share counted in ``ctx.shares_by_round[r]``."""
     def count(stats: shares.ShareStats) -> None:
         done = ctx.shares_by_round.setdefault(r, {"rows": 0, "sandbox_programs": 0, "iteration_programs": 0})
         done["rows"] += stats.rows
         done["sandbox_programs"] += stats.sandbox_programs
         done["iteration_programs"] += stats.iteration_programs
 
+    return _shared_rollouts(ctx, library, cards, ctx.settings.grpo.group_size, on_share=count)
+
+
+def _shared_rollouts(ctx: _RunContext, library: LibrarySnapshot, cards: PromptCards, group_size: int,
+                     on_share: Any = None) -> loop.Rollouts | None:
+    """On a ``jax.distributed`` run, rows of groups of ``group_size`` played in shares (each process its
+    groups, then exchanged: :mod:`cocoda_jax.runs.shares`); ``None`` (this process plays every row) otherwise."""
+    if not ctx.distributed:
+        return None
     return shares.share_rollouts(ctx.grpo_learner, ctx.tokenizer, library, ctx.sandbox, rc=ctx.settings.rollout,
-                                 cards=cards, reward_config=ctx.settings.reward,
-                                 group_size=ctx.settings.grpo.group_size, on_share=count)
+                                 cards=cards, reward_config=ctx.settings.reward, group_size=group_size,
+                                 on_share=on_share)
 
 
 def _check_round_agreement(ctx: _RunContext, r: int, run_progress: RunProgress, library: LibrarySnapshot) -> None:

@@ -188,21 +188,20 @@ def test_the_search_samples_answer_only_tasks_and_keeps_each_ones_first_success(
     correct with a reward >= rho is its success, one per task."""
     sampled = []
 
-    def sample_rollouts(model, tokenizer, rows, library, sandbox, *, key, **kwargs):
-        sampled.append((model, [t.id for t in rows], key))
+    def play_rows(learner, state, tokenizer, rows, library, sandbox, *, key, rollouts, **kwargs):
+        sampled.append(((learner.model(state), rollouts), [t.id for t in rows], key))
         # a rollout is correct on its task's odd samples; the reward is 0.4 on t1 (below rho), else 1.0
         trajs = [SimpleNamespace(task_id=t.id, correct=j % 2 == 1, program=f"{t.id}#{j}")
                  for t, j in zip(rows, [k % 4 for k in range(len(rows))])]
-        return trajs, [None] * len(rows)
+        return trajs, [None] * len(rows), [SimpleNamespace(total=0.4 if t.task_id == "t1" else 1.0) for t in trajs]
 
-    monkeypatch.setattr(coevolve, "sample_rollouts", sample_rollouts)
-    monkeypatch.setattr(coevolve, "reward", lambda t, lib, cfg: SimpleNamespace(total=0.4 if t.task_id == "t1" else 1.0))
+    monkeypatch.setattr(coevolve.loop, "play_rows", play_rows)
     ctx = _explore_context(explore_tasks=4)
     stored = (("t0", "answer = a(n0)\n"), ("t2", "answer = b(n0)\n"))
     out = coevolve.explore(ctx, 1, "library", "cards", "state", stored)
     (model, rows, key), = sampled
     chosen = rows[::4]
-    assert model == ("planner", "state") and rows == [t for t in chosen for _ in range(4)]
+    assert model == (("planner", "state"), None) and rows == [t for t in chosen for _ in range(4)]
     assert len(set(chosen)) == 4 and not {"t0", "t2"} & set(chosen)  # answer-only tasks, each once
     assert set(ctx.tasks_by_id) == set(chosen)
     assert (out.tasks, out.rollouts) == (4, 16)
