@@ -3,7 +3,8 @@ each) run one round of a small co-evolution job, each playing its share of the G
 
 The job is the tiny config made to run steps in the sandbox (the tiny config's rollouts never finish
 a step): the chaos run's planner recipe at 80 SFT steps, not 120 (8 depth-1 tasks, a 1,024-token BPE,
-160-token rows) and 4 tasks x 2 rollouts an iteration, so each of the 2 processes plays two groups
+160-token rows), 4 tasks x 2 rollouts an iteration and the rounds' search on 2 tasks x 2 samples (played
+in shares too; not counted in the GRPO shares below), so each of the 2 processes plays two GRPO groups
 (80 steps: the planner's rollouts run a few programs, 3 in the round here; 60 ran 1, 40 none).
 Two processes, not more: on a 2-core machine a third and a fourth only wait on the collectives (four
 processes at 120 steps took 228 s here, two 85 s); the shares of 2 and 4 processes are checked bit
@@ -43,7 +44,7 @@ JOB = {"grpo__tasks_per_iteration": 4, "warm__rounds": 0, "domain__max_depth": 1
        "sft__batch_size": 8, "sft__n_demos": 8, "sft__learning_rate": 0.02, "sft__warmup_steps": 5,
        "rods__n_seeds": 8, "rollout__max_steps": 4, "rollout__max_new_tokens": 20, "rollout__temperature": 0.6,
        "rollout__top_p": 1.0, "model__vocab_size": 1024, "rollout__max_len": 160, "rollout__length_multiple": 160,
-       "domain__n_dev": 0}
+       "domain__n_dev": 0, "coevolve__explore_tasks": 2, "coevolve__explore_samples": 2}
 
 
 def _free_port() -> int:
@@ -92,6 +93,8 @@ def test_processes_share_the_rows_and_agree(tmp_path):
     for r in reports[1:]:  # every number of the report but the durations (the replay comparison's rule)
         assert replay_differences(reports[0], r) == []
     assert len({o["test_accuracy"] for o in outs}) == 1
+    # the round's search ran too, each process its share of its rows (2 tasks x 2 samples), and they agree
+    assert reports[0]["per_round"][1]["mechanism"]["explore"]["rollouts"] == 4
 
     written = [set(o["written"]) for o in outs]
     for name in ("logs/run.log", "config.json", "metrics.jsonl", "report.json", "library/round_001.json",
