@@ -69,7 +69,7 @@ from cocoda_jax.runs import builders, domains, host_memory, hosts, logs, numeric
 from cocoda_jax.runs.settings import require
 from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import IncumbentRecord, RunProgress
-from cocoda_jax.runs.settings import RunSettings
+from cocoda_jax.runs.settings import RodsSettings, RunSettings
 
 ProgramPairs = tuple[tuple[str, str], ...]  # stored demonstrations: (task id, program)
 
@@ -219,9 +219,7 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
     its three learners."""
     domain = stage0.demonstrated(settings, workdir, sandbox, domains.build_domain(settings, sandbox),
                                  show_progress=show_progress)
-    if settings.rods.seed_start >= len(domain.train):  # before any training, not when the rounds start
-        raise ConfigError(f"config.rods.seed_start={settings.rods.seed_start} is past the domain's "
-                          f"{len(domain.train)} training tasks")
+    rods_seeds(domain, settings.rods)  # refused before any training, not when the rounds start
     cards = all_cards(domain.library, settings.retrieval.card_style)  # rendered only if a BPE is trained
     texts = (trajectory.segments_text(trajectory.demonstration_segments(t, cards)) for t in domain.demonstrations)
     if settings.retrieval.cards != "question":  # the BPE also sees the search steps the demonstrations write
@@ -240,11 +238,22 @@ def _context(config: ml_collections.ConfigDict, settings: RunSettings, workdir: 
         show_progress=show_progress)
 
 
+def rods_seeds(domain: domains.Domain, rods: RodsSettings) -> tuple[Any, ...]:
+    """GRPO's seed tasks: ``rods.n_seeds`` tasks of the ``rods.seed_pool`` (the training tasks, or those
+    with answers only) from index ``rods.seed_start`` on; a ConfigError when the pool ends before it."""
+    pool = domain.train if rods.seed_pool == "train" else domain.answer_only
+    if rods.seed_start >= len(pool):
+        what = "training tasks" if rods.seed_pool == "train" else "answer-only training tasks"
+        raise ConfigError(f"config.rods.seed_start={rods.seed_start} is past the domain's {len(pool)} {what}"
+                          + ("" if rods.seed_pool == "train" else " (rods.seed_pool='answer_only')"))
+    return tuple(pool[rods.seed_start:rods.seed_start + rods.n_seeds])
+
+
 def _task_source(ctx: _RunContext, library: LibrarySnapshot) -> TaskSource:
-    """GRPO's tasks: the RODS curriculum over ``rods.n_seeds`` training tasks from ``rods.seed_start``
-    on, its state under this process's ``rods/`` (a static draw from them with ``rods.curriculum`` unset)."""
+    """GRPO's tasks: the RODS curriculum over :func:`rods_seeds`, its state under this process's
+    ``rods/`` (a static draw from them with ``rods.curriculum`` unset)."""
     rods = ctx.settings.rods
-    seeds = ctx.domain.train[rods.seed_start:rods.seed_start + rods.n_seeds]
+    seeds = rods_seeds(ctx.domain, rods)
     return TaskSource.open(seeds, rods.curriculum, hosts.host_dir(ctx.workdir),
                            run_seed=ctx.rounds_seed, library=library, sandbox=ctx.sandbox, background=rods.background,
                            selection=rods.selection, tasks_per_iteration=ctx.settings.grpo.tasks_per_iteration)
@@ -1114,4 +1123,5 @@ def _hosts_summary(ctx: _RunContext, library: LibrarySnapshot) -> dict[str, Any]
                      for i, rounds in enumerate(per_process)]}
 
 
-__all__ = ["kept_demonstrations", "learned_from_reward", "refresh_selection", "rods_scalars", "pattern_from_json", "pattern_to_json", "read_tree", "run", "write_tree"]
+__all__ = ["kept_demonstrations", "learned_from_reward", "pattern_from_json", "pattern_to_json", "read_tree",
+           "refresh_selection", "rods_scalars", "rods_seeds", "run", "write_tree"]

@@ -48,6 +48,13 @@ class Domain:
             return self.train
         return tuple(t for t in self.train if str(t.id) in self.demonstrated)
 
+    @property
+    def answer_only(self) -> tuple[Any, ...]:
+        """The training tasks the domain gives no program for (none when every task is demonstrated)."""
+        if self.demonstrated is None:
+            return ()
+        return tuple(t for t in self.train if str(t.id) not in self.demonstrated)
+
 
 def per_category(domain: Domain, tasks: Any, evaluation: Evaluation) -> dict[str, dict[str, float]] | None:
     """Accuracy per benchmark category of ``evaluation`` on ``tasks`` (None for a one-category domain),

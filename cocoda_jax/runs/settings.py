@@ -519,13 +519,19 @@ class CoevolveSettings(_Section):
                                   f"got {getattr(self, name)!r}")
 
 
+#: ``config.rods.seed_pool``: the training tasks RODS's seeds come from (:class:`RodsSettings`)
+SEED_POOLS = ("train", "answer_only")
+
+
 @dataclasses.dataclass(frozen=True)
 class RodsSettings(_Section):
     """``config.rods``: the curriculum switch, the seed tasks, the background synthesis, what the
     tracker reads (``signal``) and the thresholds. The seeds are ``n_seeds`` training tasks from
     index ``seed_start`` on: at 0 they are the first ones, which SFT trained on when they are
     demonstrated; past the demonstrations (``domain.n_train`` above what ``sft.n_demos`` takes) GRPO
-    draws instances SFT never saw."""
+    draws instances SFT never saw. ``seed_pool``: the training tasks the seeds are taken from, all of them
+    (``"train"``) or only those the domain gives no program for (``"answer_only"``: GRPO practises where no
+    demonstration shows the way, as on a benchmark with answers for every task and programs for few)."""
 
     SECTION = "rods"
     SUBSECTIONS = {"thresholds": RodsConfig}
@@ -537,11 +543,13 @@ class RodsSettings(_Section):
     signal: str = "reward"
     selection: str = "priority"  # "uniform": the rods_random ablation (cocoda_jax.rods.curriculum.SELECTIONS)
     seed_start: int = 0
+    seed_pool: str = "train"
 
     def __post_init__(self) -> None:
         self._bool("enabled")
         self._int("n_seeds", 1)
         self._int("seed_start", 0)
+        self._str("seed_pool", choices=SEED_POOLS)
         self._bool("background")
         if not isinstance(self.thresholds, RodsConfig):
             raise ConfigError(f"config.rods.thresholds must be a section parsed as RodsConfig, got {self.thresholds!r}")

@@ -50,6 +50,11 @@ Why each available arm's overrides do what the name says (read from the code, no
   best-of-N search after each round's GRPO iterations (``runs/coevolve.py`` ``explore``: 16 samples on
   each of 64 answer-only training tasks without a stored demonstration); its successes join the round's
   successes, so they are mined and, under ``keep_successes``, demonstrated in the refresh.
+* ``rods_answer_only`` (diagnostic, run only when named): ``rods.seed_pool="answer_only"``: RODS's seeds,
+  the tasks GRPO draws, are training tasks the domain gives no program for. With the seeds taken from all
+  training tasks most are demonstrated ones the SFT planner always solves and the rest ones it never
+  solves, so nearly every GRPO group is uniform; once a round learns a motif pair from reward, the
+  answer-only tasks of that pair are solved about half the time (docs/experiments.md, section Y).
 * ``cocoda_replicate`` (diagnostic, run only when named): ``coevolve.replicate=1``: the main job's
   stages 1-2 (shared with ``cocoda`` at a seed) and rounds with the same settings drawing their
   randomness from another seed (``runs/coevolve.py`` ``rounds_seed``). Nothing about the method
@@ -131,12 +136,16 @@ ARMS: tuple[Arm, ...] = (
     # diagnostic (not in the presets): planner-issued retrieval instead of question-level cards
     Arm("search_cards", "cocoda, but the planner asks for its tools with search(...) instead of reading "
         "question-level cards", {"retrieval.cards": "search"}, in_presets=False, weight=1.2),
-    # diagnostic (not in the presets): the null arm. Its delta to cocoda is what run-to-run chance alone
-    # gives an arm, the yardstick for every other arm's delta
     # diagnostic (not in the presets): best-of-N search on the answer-only training tasks each round
     Arm("explore", "cocoda with a best-of-N search each round: 16 samples on each of 64 answer-only training tasks "
         "not yet solved, the successes mined and kept as demonstrations", {"coevolve.explore_tasks": 64},
         in_presets=False, weight=1.1),
+    # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
+    Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
+        "demonstration: the reinforcement learning practises where SFT showed nothing",
+        {"rods.seed_pool": "answer_only"}, in_presets=False),
+    # diagnostic (not in the presets): the null arm. Its delta to cocoda is what run-to-run chance alone
+    # gives an arm, the yardstick for every other arm's delta
     Arm("cocoda_replicate", "cocoda again from the same stages 1-2, its rounds under another random stream "
         "(GRPO's sampling, RODS's draw, the refresh's batches): what chance alone moves", {"coevolve.replicate": 1},
         in_presets=False),

@@ -12,7 +12,9 @@ from cocoda_jax.report import read_metrics
 from cocoda_jax.rl import loop
 from cocoda_jax.runs import coevolve, rundir
 from cocoda_jax.report.rounds import Outcome
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.runs.progress import RunProgress
+from cocoda_jax.runs.settings import RunSettings
 from tests.runs.conftest import tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
@@ -218,3 +220,24 @@ def test_the_search_samples_answer_only_tasks_and_keeps_each_ones_first_success(
     everything = tuple((f"t{i}", "answer = a(n0)\n") for i in range(10))
     assert coevolve.explore(ctx, 1, "library", "cards", "state", everything) == coevolve.Explored()
     assert len(sampled) == 3
+
+
+def test_rods_seeds_come_from_the_training_tasks_or_the_answer_only_ones():
+    """``rods.seed_pool``: GRPO's seeds are ``n_seeds`` tasks from ``seed_start`` on, of all the training
+    tasks or of those the domain gives no program for; a pool that ends before ``seed_start``, or an
+    answer-only pool of a domain that demonstrates everything, is a ConfigError naming the key."""
+    train = tuple(SimpleNamespace(id=f"t{i}") for i in range(10))
+    domain = coevolve.domains.Domain("d", train, (), (), None, demonstrated=frozenset({"t0", "t2", "t3", "t5"}))
+
+    def rods(**over):
+        return RunSettings.of(tiny_config(**{f"rods__{k}": v for k, v in over.items()})).rods
+
+    assert [t.id for t in coevolve.rods_seeds(domain, rods(n_seeds=3, seed_start=1))] == ["t1", "t2", "t3"]
+    only = coevolve.rods_seeds(domain, rods(n_seeds=3, seed_start=1, seed_pool="answer_only"))
+    assert [t.id for t in only] == ["t4", "t6", "t7"]  # t1, t4, t6, t7, t8, t9 have answers only
+    assert len(coevolve.rods_seeds(domain, rods(n_seeds=50, seed_pool="answer_only"))) == 6
+    with pytest.raises(ConfigError, match=r"rods.seed_start=6 is past the domain's 6 answer-only training tasks"):
+        coevolve.rods_seeds(domain, rods(seed_start=6, seed_pool="answer_only"))
+    everything = dataclasses.replace(domain, demonstrated=None)
+    with pytest.raises(ConfigError, match="seed_pool='answer_only'"):
+        coevolve.rods_seeds(everything, rods(seed_pool="answer_only"))

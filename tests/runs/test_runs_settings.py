@@ -244,6 +244,7 @@ def test_a_missing_key_is_not_filled_in(path, message):
     ("rods.enabled", "true", "config.rods.enabled must be a bool, got 'true'"),
     ("rods.n_seeds", 0, "config.rods.n_seeds must be an int >= 1, got 0"),
     ("rods.signal", "vibes", "config.rods.signal must be one of ('reward', 'progress'), got 'vibes'"),
+    ("rods.seed_pool", "test", "config.rods.seed_pool must be one of ('train', 'answer_only'), got 'test'"),
     ("rods.thresholds.mastered", 2.0, "config.rods.thresholds: RodsConfig.mastered must be a number in"),
     ("sandbox.workers", 0, "config.sandbox.workers must be an int >= 1, got 0"),
     ("sandbox.timeout_s", float("inf"), "config.sandbox.timeout_s must be a finite number > 0, got inf"),
