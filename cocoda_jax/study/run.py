@@ -62,6 +62,8 @@ from cocoda_jax.study import stats, table
 from cocoda_jax.study.arms import cell_dir
 
 REFERENCE = "cocoda"
+#: What the rounds must beat (the stage-2 planner, no round): each arm's ``vs_sft_only`` delta
+BASELINE = "sft_only"
 
 Runner = Callable[[ml_collections.ConfigDict, Path], Mapping[str, Any]]
 DepthFn = Callable[[ml_collections.ConfigDict], Mapping[str, int]]
@@ -709,6 +711,10 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
             entry["delta_seed_t95"] = stats.seed_t_interval(delta.per_seed)
             entry["per_depth_delta"] = stats.per_depth_delta(outcomes[a.name], outcomes[REFERENCE], depths, seeds,
                                                              b=b, seed=boot_seed)
+        if BASELINE in outcomes and a.name != BASELINE:  # the goal of the rounds is stated against it
+            base = stats.paired_delta(outcomes[a.name], outcomes[BASELINE], seeds, b=b, seed=boot_seed)
+            entry["vs_sft_only"] = {"delta": base.point, "ci95": base.ci,
+                                    "seed_t95": stats.seed_t_interval(base.per_seed)}
         if structures and stats.per_group(outcomes[a.name], structures):
             entry["per_structure"] = stats.per_group(outcomes[a.name], structures)
             if REFERENCE in outcomes:

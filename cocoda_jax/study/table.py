@@ -86,6 +86,14 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
             row.append(f"{a.get('streams', 1)}: " + ", ".join(_num(x) for x in sd) if sd else
                        "1" if "rounds" in a else "1 (no rounds)")
         lines.append("| " + " | ".join(row) + " |")
+    against = [(name, a["vs_sft_only"]) for name, a in study["arms"].items() if a.get("vs_sft_only")]
+    if against:
+        lines += ["", "## Against `sft_only`", "",
+                  "The arm minus `sft_only` (the stage-2 planner, no round: what the rounds must beat) on the same "
+                  "(seed, task) pairs: the paired bootstrap interval, and the seeds as units.", "",
+                  "| arm | delta vs sft_only [95% CI] | seeds as units [95% t] |", "|---|---|---|"]
+        lines += [f"| `{name}` | {_signed(v['delta'])} {_signed_interval(v['ci95'])} | "
+                  f"{_signed_interval(v.get('seed_t95'))} |" for name, v in against]
     rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()
             if name != reference and a.get("available") and a.get("per_depth_delta")]
     if rows:

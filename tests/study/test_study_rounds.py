@@ -78,3 +78,23 @@ def test_summarize_and_study_md_carry_what_the_rounds_did():
     assert "## What the rounds did" in md
     row = next(line for line in md.splitlines() if line.startswith("| `cocoda` | 1.0 / 1.0"))
     assert "2 of 2" in row and "0.80" in row and "0.30" in row  # boundary share 3 of 10 draws
+
+
+def test_every_arm_is_also_measured_against_sft_only():
+    """study.json's ``vs_sft_only`` (the goal of the rounds is stated against the stage-2 planner): the arm
+    minus ``sft_only`` on the same (seed, task) pairs, with both intervals; none for ``sft_only`` itself or
+    when the study ran no ``sft_only``; study.md gives it its own table."""
+    solved = {"cocoda": {13: {"t0": 1, "t1": 1}, 42: {"t0": 1, "t1": 0}},
+              "sft_only": {13: {"t0": 1, "t1": 0}, 42: {"t0": 1, "t1": 0}}}  # per seed +0.5, +0.0
+    reports = {(arm, s): _report(final=[], inserted=[[]], uses={}, outcomes=solved[arm][s])
+               for arm in solved for s in (13, 42)}
+    depths = {s: {"t0": 1, "t1": 2} for s in (13, 42)}
+    study = R.summarize(A.select(["cocoda", "sft_only"]), [13, 42], reports, depths, n_test=2, wall_s=1.0, b=50)
+    vs = study["arms"]["cocoda"]["vs_sft_only"]
+    assert vs["delta"] == pytest.approx(0.25) and vs["ci95"][0] <= 0.25 <= vs["ci95"][1]
+    assert vs["seed_t95"][0] < 0.0 < 0.5 < vs["seed_t95"][1]  # two seeds that disagree: a wide t interval
+    assert "vs_sft_only" not in study["arms"]["sft_only"]
+    alone = R.summarize(A.select(["cocoda"]), [13, 42], reports, depths, n_test=2, wall_s=1.0, b=50)
+    assert "vs_sft_only" not in alone["arms"]["cocoda"]
+    md = T.markdown(study)
+    assert "## Against `sft_only`" in md and "| `cocoda` | +0.250" in md
