@@ -14,7 +14,7 @@ from pathlib import Path
 
 import ml_collections
 
-from cocoda_jax.runs import domains, rundir
+from cocoda_jax.runs import coevolve, domains, rundir
 from cocoda_jax.runs.progress import RunProgress
 
 
@@ -42,7 +42,7 @@ def main(study: str, arms: str) -> None:
                     task = json.loads(line)["task"]
                     variants[task["id"]] = tuple(task["motifs"])
             progress = RunProgress.from_json(rundir.latest_checkpoint(cell).payloads["progress"])
-            learned = sorted({task for task, _ in progress.demo_programs} - set(domain.demonstrated))
+            learned = sorted(coevolve.learned_from_reward(domain, progress.demo_programs))
             chains = {chain.get(t) or variants[t] for t in learned}
             on = [t for t in unseen if chain[t] in chains]
             off = [t for t in unseen if chain[t] not in chains]

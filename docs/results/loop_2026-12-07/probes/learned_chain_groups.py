@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from cocoda_jax.rl.rollout import sample_rollouts
-from cocoda_jax.runs import rundir
+from cocoda_jax.runs import coevolve, rundir
 from cocoda_jax.runs.evaluate import open_run
 from cocoda_jax.runs.progress import RunProgress
 
@@ -29,10 +29,9 @@ with open_run(run_dir) as run:
             task = json.loads(line)["task"]
             variants[task["id"]] = tuple(task["motifs"])
     progress = RunProgress.from_json(rundir.latest_checkpoint(Path(run_dir)).payloads["progress"])
-    given = set(run.domain.demonstrated)
-    learned = {task for task, _ in progress.demo_programs} - given
+    learned = coevolve.learned_from_reward(run.domain, progress.demo_programs)
     chains = {tuple(run.tasks_by_id[t].motifs) if t in run.tasks_by_id else variants[t] for t in learned}
-    answer_only = [t for t in run.domain.train if str(t.id) not in given]
+    answer_only = run.domain.answer_only
     rods = run.settings.rods
     seeds = {str(t.id) for t in run.domain.train[rods.seed_start:rods.seed_start + rods.n_seeds]}
     rc = run.settings.rollout
