@@ -243,9 +243,9 @@ def rods_seeds(domain: domains.Domain, rods: RodsSettings) -> tuple[Any, ...]:
     with answers only) from index ``rods.seed_start`` on; a ConfigError when the pool ends before it."""
     pool = domain.train if rods.seed_pool == "train" else domain.answer_only
     if rods.seed_start >= len(pool):
-        what = "training tasks" if rods.seed_pool == "train" else "answer-only training tasks"
-        raise ConfigError(f"config.rods.seed_start={rods.seed_start} is past the domain's {len(pool)} {what}"
-                          + ("" if rods.seed_pool == "train" else " (rods.seed_pool='answer_only')"))
+        what = ("training tasks" if rods.seed_pool == "train"
+                else "answer-only training tasks (rods.seed_pool='answer_only')")
+        raise ConfigError(f"config.rods.seed_start={rods.seed_start} is past the domain's {len(pool)} {what}")
     return tuple(pool[rods.seed_start:rods.seed_start + rods.n_seeds])
 
 
