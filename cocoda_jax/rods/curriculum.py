@@ -40,10 +40,11 @@ from cocoda_jax import failpoints, storage
 from cocoda_jax.rods import persistence
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import RodsStateError
-from cocoda_jax.rods.pool import (PoolState, advance_epoch, candidate_of, epoch_metrics, initial_pool,
-                                  plan_synthesis, pool_hash)
+from cocoda_jax.rods.pool import (PoolState, admit_found, advance_epoch, candidate_of, epoch_metrics,
+                                  initial_pool, plan_synthesis, pool_hash)
 from cocoda_jax.rods.synthesis import (BackgroundSynthesizer, Job, Outcome, Synthesizer, acceptance_rate,
                                        derived_seed, rejection_counts)
+from cocoda_jax.rods.tasks import task_from_dict, task_to_dict
 from cocoda_jax.rods.tracker import Tracker
 
 #: How :meth:`Curriculum.sample` picks from the live pool: a draw weighted by the tracker, or uniformly
@@ -51,8 +52,8 @@ from cocoda_jax.rods.tracker import Tracker
 SELECTIONS = ("priority", "uniform")
 
 #: Where a task stands when drawn: one of the tracker's regions, or never observed (a seed task:
-#: ``unobserved``; a generated task: ``variant``).
-DRAW_REGIONS = ("boundary", "mastered", "hard", "unobserved", "variant")
+#: ``unobserved``; a generated task: ``variant``; a task admitted from outside GRPO's draw: ``found``).
+DRAW_REGIONS = ("boundary", "mastered", "hard", "unobserved", "variant", "found")
 
 
 def draw_regions(task_ids: Iterable[str], pool: PoolState, tracker: Tracker) -> dict[str, str]:
@@ -65,7 +66,7 @@ def draw_regions(task_ids: Iterable[str], pool: PoolState, tracker: Tracker) -> 
         if s is not None:
             out[t] = s.region(tracker.config)
         elif t in origin:
-            out[t] = "variant" if origin[t] == "generated" else "unobserved"
+            out[t] = {"generated": "variant", "found": "found"}.get(origin[t], "unobserved")
         else:
             raise RodsStateError("task_id", f"{t!r} is not in the pool")
     return out
@@ -75,13 +76,14 @@ def draw_weight(region: str, phi: float, config: RodsConfig) -> float:
     """A task's weight in the priority draw, relative to a boundary task at ``phi = 1``.
 
     Boundary: its tracked ``phi`` (floored at ``recheck_weight``: never below a settled task), so
-    the draw follows GRPO's signal. Unobserved variant: ``variant_weight`` (synthesised from a
-    boundary parent; it must be drawn to be judged). Unobserved seed: ``explore_weight``.
+    the draw follows GRPO's signal. Unobserved variant or found task: ``variant_weight`` (synthesised
+    from a boundary parent, or solved by the search now and then; it must be drawn to be judged).
+    Unobserved seed: ``explore_weight``.
     Mastered and hard: ``recheck_weight`` (a mastered task can regress, a hard one become reachable).
     """
     if region == "boundary":
         return max(phi, config.recheck_weight)
-    if region == "variant":
+    if region in ("variant", "found"):
         return config.variant_weight
     if region == "unobserved":
         return config.explore_weight
@@ -134,7 +136,7 @@ class Curriculum:
     ``collect_timeout_s``: how long a boundary waits for background jobs (None: no limit).
 
     On resume the saved tracker's config must equal ``config`` and every pool item must be a seed
-    in ``seeds`` or a saved generated task; otherwise :class:`.RodsStateError`. A corrupt state
+    in ``seeds``, a saved generated task or a saved found one (:meth:`admit`); otherwise :class:`.RodsStateError`. A corrupt state
     raises :class:`.CorruptStateError` and nothing is written.
     """
 
@@ -174,6 +176,9 @@ class Curriculum:
             for rec in r.generated:
                 self._tasks[rec.task.id] = rec.task
                 self._parents[rec.task.id] = rec.parent_id
+            for found in r.extra.get("found", ()):
+                task = task_from_dict(found)
+                self._tasks.setdefault(task.id, task)
             tracker, pool = r.tracker, r.pool
             pending = tuple((str(p), int(a)) for p, a in r.extra.get("pending", ()))
             unknown = [it.task_id for it in pool.items if it.task_id not in self._tasks]
@@ -312,6 +317,21 @@ class Curriculum:
             raise RodsStateError("observe", f"not live pool tasks at epoch {self.epoch}: {bad[:3]}")
         self._tracker = self._tracker.observe_groups(pairs, self._pool.epoch)
 
+    def admit(self, tasks: Sequence[Any]) -> tuple[str, ...]:
+        """Tasks found outside GRPO's draw during this epoch (the rounds' search: solved now and then)
+        join the live pool, drawn at ``variant_weight`` until observed and made synthesis parents at
+        the boundary (:func:`.pool.admit_found`, :func:`.pool.plan_synthesis`). Returns the ids
+        added (a task already in the pool is skipped). Like observations, they are saved by
+        :meth:`end_epoch` (the tasks themselves in the saved run state, so a resume knows them)."""
+        self._check_open()
+        before = {it.task_id for it in self._pool.items}
+        self._pool = admit_found(self._pool, tasks)
+        added = tuple(it.task_id for it in self._pool.items if it.task_id not in before)
+        for t in tasks:
+            if t.id in added:
+                self._tasks[t.id] = t
+        return added
+
     def end_epoch(self) -> dict:
         """The epoch boundary, as :func:`.simulate.run` does it: collect the jobs planned at the
         previous boundary, record the accepted variants, :func:`.advance_epoch`, :func:`.plan_synthesis`,
@@ -352,7 +372,8 @@ class Curriculum:
                           "acceptance_rate": acceptance_rate(outcomes), "rejections": rejection_counts(outcomes)}
         m["injected_mean_reward"] = _injected_mean_reward(before, tracker, e)
 
-        persistence.save(self.directory, tracker, pool, records, {"pending": [list(k) for k in pending]},
+        found = [task_to_dict(self._tasks[it.task_id]) for it in pool.items if it.origin == "found"]
+        persistence.save(self.directory, tracker, pool, records, {"pending": [list(k) for k in pending], "found": found},
                          write=self._write)
         failpoints.hit("rods/saved")
         for rec in records:

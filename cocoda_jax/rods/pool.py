@@ -14,6 +14,10 @@ its state is small, hashable and JSON-exact. One epoch boundary (:func:`advance_
 4. cap: when live generated items exceed ``p_max``, those with the lowest phi are evicted (phi of
    the tracked mean; before any observation, the parent's phi at injection).
 
+Between boundaries, tasks found outside GRPO's draw (the rounds' best-of-N search: solved at least
+once, not every time) join the live pool as ``found`` items (:func:`admit_found`); at the next
+boundary they are synthesis parents first (:func:`plan_synthesis`).
+
 Every decision is appended to ``state.log`` as a :class:`Decision`.
 """
 
@@ -33,7 +37,7 @@ from cocoda_jax.rods.tracker import Tracker
 
 FORMAT = "cocoda-rods-pool/v1"
 STATUSES = ("burn_in", "active", "retired")
-ORIGINS = ("seed", "generated")
+ORIGINS = ("seed", "generated", "found")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +197,25 @@ def initial_pool(seed_tasks: Iterable[Any], config: RodsConfig) -> PoolState:
     return PoolState(0, tuple(items), (), (), tuple(log))
 
 
+def admit_found(state: PoolState, tasks: Iterable[Any]) -> PoolState:
+    """``state`` with ``tasks`` (found at the boundary outside GRPO's draw) live as ``found`` items of
+    this epoch, unobserved; a task whose id or content is already in the pool (retired items and the
+    queue included) is skipped and logged."""
+    items, log = list(state.items), []
+    ids = {it.task_id for it in items} | {c.task_id for c in state.queue}
+    keys = set(state.all_keys())
+    for t in tasks:
+        task_keys = content_keys(t)
+        if t.id in ids or keys & set(task_keys):
+            log.append(_d(state.epoch, "skip", t.id, "duplicate_found"))
+            continue
+        ids.add(t.id)
+        keys.update(task_keys)
+        items.append(PoolItem(t.id, "found", None, task_keys, state.epoch, "active", 1.0))
+        log.append(_d(state.epoch, "add", t.id, "found"))
+    return dataclasses.replace(state, items=tuple(items), log=state.log + tuple(log))
+
+
 def candidate_of(task: Any, parent_id: str, tracker: Tracker) -> Candidate:
     """A candidate for ``task`` whose prior phi is its parent's tracked phi (1.0 if untracked)."""
     stats = tracker.get(parent_id)
@@ -200,10 +223,15 @@ def candidate_of(task: Any, parent_id: str, tracker: Tracker) -> Candidate:
 
 
 def plan_synthesis(state: PoolState, tracker: Tracker, config: RodsConfig) -> tuple[PoolState, tuple[tuple[str, int], ...]]:
-    """Boundary parents among live items, highest phi first, ``variants_per_seed`` jobs each:
-    ``(parent_id, attempt)`` pairs with fresh attempt numbers (kept in the returned state)."""
+    """Up to ``synth_per_epoch`` parents, ``variants_per_seed`` jobs each: ``(parent_id, attempt)`` pairs
+    with fresh attempt numbers (kept in the returned state). The live found items no variant was made of
+    yet come first (in the order found), whatever GRPO then saw on them: each is a structure the planner
+    solved for the first time, and its variants are that structure on new instances, where GRPO's groups
+    carry signal; then the boundary items, highest phi first."""
     live = state.live_ids()
-    parents = tracker.boundary(live)[: config.synth_per_epoch]
+    made = dict(state.attempts)
+    found = [it.task_id for it in state.items if it.live and it.origin == "found" and it.task_id not in made]
+    parents = list(dict.fromkeys(found + list(tracker.boundary(live))))[: config.synth_per_epoch]
     attempts = dict(state.attempts)
     jobs, log = [], []
     for p in parents:
@@ -212,7 +240,8 @@ def plan_synthesis(state: PoolState, tracker: Tracker, config: RodsConfig) -> tu
             jobs.append((p, a))
         attempts[p] = start + config.variants_per_seed
         stats = tracker.get(p)
-        log.append(_d(state.epoch, "synthesize", p, "boundary", mean=stats.mean, phi=stats.phi,
+        seen = {} if stats is None else {"mean": stats.mean, "phi": stats.phi}
+        log.append(_d(state.epoch, "synthesize", p, "found" if p in found else "boundary", **seen,
                       variants=config.variants_per_seed))
     new = dataclasses.replace(state, attempts=tuple(sorted(attempts.items())), log=state.log + tuple(log))
     return new, tuple(jobs)
@@ -240,7 +269,7 @@ def advance_epoch(state: PoolState, tracker: Tracker, new_candidates: Sequence[C
             continue
         s = tracker.get(it.task_id)
         last_seen = s.last_epoch if s is not None else it.added_epoch - 1
-        if e - last_seen >= config.stale_epochs and (it.origin == "generated" or config.retire_seeds):
+        if e - last_seen >= config.stale_epochs and (it.origin != "seed" or config.retire_seeds):
             retire(i, "stale", last_seen=last_seen)
             continue
         if s is None:

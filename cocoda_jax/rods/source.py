@@ -4,6 +4,7 @@
                              background=False, selection="weighted", tasks_per_iteration=16)
     tasks, drawn = source.sample(iteration)          # drawn: {"boundary": 9, "unobserved": 7, ...}
     source.observe(group_rewards)                    # {task id: the group's tracked rewards}
+    source.admit(found_tasks)                        # tasks found outside the draw join the pool
     summary = source.end_epoch(kept_library)         # the curriculum's epoch summary (None: static)
 
 Both kinds draw as pure functions of ``(run seed, iteration)``, so a resumed run draws what the
@@ -70,6 +71,11 @@ class TaskSource:
         """The tracked rewards of an iteration's groups, by task id (nothing for a static draw)."""
         if self.curriculum is not None:
             self.curriculum.observe(dict(group_rewards))
+
+    def admit(self, tasks: Sequence[Any]) -> tuple[str, ...]:
+        """``tasks`` found outside GRPO's draw join the curriculum's live pool (:meth:`Curriculum.admit`);
+        the ids added (none for a static draw, whose seeds are fixed)."""
+        return () if self.curriculum is None else self.curriculum.admit(tasks)
 
     def end_epoch(self, library: Any) -> dict[str, Any] | None:
         """The curriculum's epoch summary, the round's kept ``library`` handed on (``None``: static)."""

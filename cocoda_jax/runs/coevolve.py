@@ -30,6 +30,7 @@ seed, the round and the iteration; the validation rewrite and INSERTTOOL are det
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import dataclasses
@@ -134,6 +135,10 @@ def _settings(config: ml_collections.ConfigDict) -> RunSettings:
             f"config.coevolve.probation_iterations ({settings.coevolve.probation_iterations}) must be below "
             f"config.grpo.iterations_per_round ({settings.grpo.iterations_per_round}): mining reads the GRPO "
             "iterations before it")
+    if settings.rods.admit_explored and not (settings.rods.enabled and settings.coevolve.explore_tasks > 0):
+        raise ConfigError("config.rods.admit_explored=True needs the curriculum (config.rods.enabled=True) and the "
+                          f"rounds' search (config.coevolve.explore_tasks > 0, got {settings.coevolve.explore_tasks}): "
+                          "it admits the tasks the search found into RODS's pool")
     return settings
 
 
@@ -734,9 +739,13 @@ class Explored:
     tasks: int = 0
     rollouts: int = 0
     successes: tuple[trajectory.Trajectory, ...] = ()
+    #: the tasks solved at least once but not in every sample (GRPO's groups on them would carry signal)
+    found: tuple[Any, ...] = ()
+    admitted: int = 0  # how many of ``found`` joined RODS's pool (``rods.admit_explored``)
 
     def summary(self) -> dict[str, int]:
-        return {"tasks": self.tasks, "rollouts": self.rollouts, "solved": len(self.successes)}
+        return {"tasks": self.tasks, "rollouts": self.rollouts, "solved": len(self.successes),
+                "found": len(self.found), "admitted": self.admitted}
 
 
 #: ``fold_in`` stream of the search's sampling keys (GRPO's iteration keys use 0, 1, 2, ... of the same seed)
@@ -766,10 +775,12 @@ def explore(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCar
                                           reward_config=ctx.settings.reward,
                                           rollouts=_shared_rollouts(ctx, library, cards, co.explore_samples))
     first: dict[str, trajectory.Trajectory] = {}
+    correct = collections.Counter(t.task_id for t in trajs if t.correct)
     for t, b in zip(trajs, breakdowns):
         if t.correct and b.total >= co.rho:
             first.setdefault(t.task_id, t)
-    return Explored(len(chosen), len(rows), tuple(first.values()))
+    found = tuple(t for t in chosen if 0 < correct[str(t.id)] < co.explore_samples)
+    return Explored(len(chosen), len(rows), tuple(first.values()), found)
 
 
 def _grpo_rollouts(ctx: _RunContext, r: int, library: LibrarySnapshot, cards: PromptCards) -> loop.Rollouts | None:
@@ -1024,6 +1035,8 @@ def _rounds(ctx: _RunContext, run_progress: RunProgress, library: LibrarySnapsho
             with _timed(stage_s, "explore"):
                 explored = explore(ctx, r, library, cards, trained.state, run_progress.demo_programs)
                 trained = dataclasses.replace(trained, successes=trained.successes + explored.successes)
+                if ctx.settings.rods.admit_explored:
+                    explored = dataclasses.replace(explored, admitted=len(tasks.admit(explored.found)))
         with _timed(stage_s, "mine"):
             mined = mine_and_validate(ctx, r, library, run_progress.excluded, trained.successes)
         with _timed(stage_s, "refactor_and_refresh"):

@@ -531,7 +531,8 @@ class RodsSettings(_Section):
     demonstrated; past the demonstrations (``domain.n_train`` above what ``sft.n_demos`` takes) GRPO
     draws instances SFT never saw. ``seed_pool``: the training tasks the seeds are taken from, all of them
     (``"train"``) or only those the domain gives no program for (``"answer_only"``: GRPO practises where no
-    demonstration shows the way, as on a benchmark with answers for every task and programs for few)."""
+    demonstration shows the way, as on a benchmark with answers for every task and programs for few).
+    ``admit_explored``: the rounds' search feeds the live pool (needs the curriculum and the search)."""
 
     SECTION = "rods"
     SUBSECTIONS = {"thresholds": RodsConfig}
@@ -544,9 +545,15 @@ class RodsSettings(_Section):
     selection: str = "priority"  # "uniform": the rods_random ablation (cocoda_jax.rods.curriculum.SELECTIONS)
     seed_start: int = 0
     seed_pool: str = "train"
+    # the answer-only tasks the rounds' search (``coevolve.explore_tasks``) solved now and then (at least
+    # once, not every time) join the live pool, drawn at the variant weight and made synthesis parents
+    # at the round's end: GRPO then practises the structures the search just found (False: the pool
+    # never hears of the search, as before this key existed)
+    admit_explored: bool = False
 
     def __post_init__(self) -> None:
         self._bool("enabled")
+        self._bool("admit_explored")
         self._int("n_seeds", 1)
         self._int("seed_start", 0)
         self._str("seed_pool", choices=SEED_POOLS)

@@ -50,6 +50,10 @@ Why each available arm's overrides do what the name says (read from the code, no
   best-of-N search after each round's GRPO iterations (``runs/coevolve.py`` ``explore``: 16 samples on
   each of 64 answer-only training tasks without a stored demonstration); its successes join the round's
   successes, so they are mined and, under ``keep_successes``, demonstrated in the refresh.
+* ``explore_rods`` (diagnostic, run only when named): ``explore`` and ``rods.admit_explored=True``: the tasks
+  the search solved at least once but not every time join RODS's live pool, drawn at the variant weight in
+  the round's probation iterations and made synthesis parents at its end. Why: GRPO's groups are uniform
+  where RODS's seeds hold no task of a structure the rounds learned; the search is where such tasks turn up.
 * ``rods_answer_only`` (diagnostic, run only when named): ``rods.seed_pool="answer_only"``: RODS's seeds,
   the tasks GRPO draws, are training tasks the domain gives no program for. With the seeds taken from all
   training tasks most are demonstrated ones the SFT planner always solves and the rest ones it never
@@ -140,6 +144,10 @@ ARMS: tuple[Arm, ...] = (
     Arm("explore", "cocoda with a best-of-N search each round: 16 samples on each of 64 answer-only training tasks "
         "not yet solved, the successes mined and kept as demonstrations", {"coevolve.explore_tasks": 64},
         in_presets=False, weight=1.1),
+    # diagnostic (not in the presets): the search feeds the curriculum
+    Arm("explore_rods", "explore, and the tasks the search solved now and then join RODS's pool: drawn first, "
+        "made synthesis parents, so GRPO practises the structures the search just found",
+        {"coevolve.explore_tasks": 64, "rods.admit_explored": True}, in_presets=False, weight=1.1),
     # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
     Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
         "demonstration: the reinforcement learning practises where SFT showed nothing",

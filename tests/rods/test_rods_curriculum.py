@@ -321,3 +321,34 @@ def test_set_library_applies_to_jobs_planned_after_it(tmp_path, reference, seed_
         assert cur.state_hash() == hashes[3]
     assert all(lib is lib_a for lib in seen[:calls]) and all(lib is lib_b for lib in seen[calls:])
     assert len(seen) > calls
+
+
+def test_found_tasks_join_the_pool_are_drawn_first_and_become_synthesis_parents(tmp_path, seed_tasks, synth):
+    """``admit``: tasks found outside GRPO's draw (the rounds' search) join the live pool as ``found`` items,
+    outweigh the unobserved seeds in the draw, are the first synthesis parents at the boundary, and a
+    curriculum resumed from the directory knows them (the tasks are saved with the state)."""
+    seeds, outside = seed_tasks[:20], seed_tasks[20:24]
+    with Curriculum(seeds, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=False) as cur:
+        assert cur.admit(outside + [seeds[0], outside[0]]) == tuple(t.id for t in outside)  # known ones skipped
+        assert [d.reason for d in cur.pool.log[-6:]] == ["found"] * 4 + ["duplicate_found"] * 2
+        assert set(cur.regions_of(t.id for t in outside).values()) == {"found"}
+        hits = collections.Counter(t.id for s in range(100) for t in cur.sample(4, seed=s))
+        assert min(hits[t.id] for t in outside) > max(hits[t.id] for t in seeds)
+        cur.observe({t.id: [1.0] * GROUP for t in outside})  # mastered: parents all the same, being found
+        cur.observe({t.id: [1.0, 0.0] * (GROUP // 2) for t in seeds[:6]})  # boundary seeds
+        cur.end_epoch()
+        planned = [p for p, _ in cur.pending]
+        assert planned[: 2 * CFG.variants_per_seed] == [t.id for t in outside[:2] for _ in range(CFG.variants_per_seed)]
+        assert len(set(planned)) == CFG.synth_per_epoch
+        synthesized = {d.task_id: d.reason for d in cur.pool.log if d.action == "synthesize"}
+        assert [synthesized[t.id] for t in outside] == ["found"] * 4
+        before = cur.state_hash()
+    with Curriculum(seeds, CFG, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=False) as again:
+        assert again.state_hash() == before and again.task(outside[1].id) == outside[1]
+        again.observe({outside[1].id: [0.0] * GROUP})  # a found task is a live task: observable after resume
+        later = seed_tasks[24]
+        assert again.admit([later]) == (later.id,)
+        again.end_epoch()  # parents once: only the found item no variant was made of yet comes first
+        planned = [p for p, _ in again.pending]
+        assert planned[: CFG.variants_per_seed] == [later.id] * CFG.variants_per_seed
+        assert not {t.id for t in outside} & set(planned[CFG.variants_per_seed:])

@@ -3,6 +3,7 @@ every proposal passes): a refused proposal. The validation accuracies are script
 is the real job."""
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -56,7 +57,7 @@ def test_a_refused_proposal_keeps_the_incumbent_pair_and_its_numbers(tmp_path, m
     round_end = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "round/accepted" in r]
     assert [r["round/accepted"] for r in round_end] == [0.0] and round_end[0]["val/accuracy"] == 0.5
     # the round's search ran in the real job: 2 answer-only tasks, 3 samples each (the tiny planner solves none)
-    assert refused["mechanism"]["explore"] == {"tasks": 2, "rollouts": 6, "solved": 0}
+    assert refused["mechanism"]["explore"] == {"tasks": 2, "rollouts": 6, "solved": 0, "found": 0, "admitted": 0}
     assert refused["stage_s"]["explore"] > 0
 
 
@@ -208,7 +209,9 @@ def test_the_search_samples_answer_only_tasks_and_keeps_each_ones_first_success(
     assert set(ctx.tasks_by_id) == set(chosen)
     assert (out.tasks, out.rollouts) == (4, 16)
     assert [(t.task_id, t.program) for t in out.successes] == [(i, f"{i}#1") for i in chosen if i != "t1"]
-    assert out.summary() == {"tasks": 4, "rollouts": 16, "solved": len(out.successes)}
+    # every task is solved in 2 of its 4 samples: all four are found (solved now and then)
+    assert [t.id for t in out.found] == chosen
+    assert out.summary() == {"tasks": 4, "rollouts": 16, "solved": len(out.successes), "found": 4, "admitted": 0}
     # the draw is a function of (rounds seed, round): the same again, another round draws on its own
     again = coevolve.explore(_explore_context(explore_tasks=4), 1, "library", "cards", "state", stored)
     assert [t.task_id for t in again.successes] == [t.task_id for t in out.successes]
@@ -241,3 +244,42 @@ def test_rods_seeds_come_from_the_training_tasks_or_the_answer_only_ones():
     everything = dataclasses.replace(domain, demonstrated=None)
     with pytest.raises(ConfigError, match="seed_pool='answer_only'"):
         coevolve.rods_seeds(everything, rods(seed_pool="answer_only"))
+
+
+def test_the_tasks_the_search_found_join_rods_pool_in_the_real_job(tmp_path, monkeypatch):
+    """``rods.admit_explored``: what the round's search found (here scripted: the tiny planner solves nothing)
+    joins RODS's live pool; the round's probation iteration draws it, the boundary makes it a synthesis
+    parent, the report counts it, and the run resumed after round 1 ends where the uninterrupted one does."""
+    real, given = coevolve.explore, []
+
+    def explore(ctx, r, *args):  # two answer-only tasks a round, from the end: none is among RODS's seeds
+        out, n = real(ctx, r, *args), len(ctx.domain.answer_only)
+        found = tuple(ctx.domain.answer_only[n - 2 * r:n - 2 * r + 2])
+        given.extend(str(t.id) for t in found)
+        return dataclasses.replace(out, found=found)
+
+    monkeypatch.setattr(coevolve, "explore", explore)
+    over = dict(coevolve__rounds=2, grpo__iterations_per_round=2, grpo__iterations=4, coevolve__probation_iterations=1,
+                coevolve__explore_tasks=2, coevolve__explore_samples=2, rods__admit_explored=True, rods__background=False)
+    report = coevolve.run(tiny_config(**over), tmp_path / "whole", progress=False)
+    pool = json.loads(next((tmp_path / "whole").glob("rods/pool_*2.json")).read_text())
+    found = [it["task_id"] for it in pool["items"] if it["origin"] == "found"]
+    assert found == given and len(set(given)) == 4
+    parents = {d["task_id"] for d in pool["log"] if d["action"] == "synthesize" and d["reason"] == "found"}
+    assert parents == set(found)
+    for r in (1, 2):
+        mech = report["per_round"][r]["mechanism"]
+        assert mech["explore"]["admitted"] == 2 and mech["rods_draws_by_region"].get("found", 0) >= 1
+    assert coevolve.run(tiny_config(**over), tmp_path / "resumed", progress=False,
+                        stop_after_round=1) == {"stopped_after_round": 1}
+    coevolve.run(tiny_config(**over), tmp_path / "resumed", progress=False)
+    for name in ("pool_000002.json", "tracker_000002.json", "extra_000002.json"):
+        assert (tmp_path / "resumed/rods" / name).read_bytes() == (tmp_path / "whole/rods" / name).read_bytes()
+
+
+def test_admitting_the_search_needs_the_search_and_the_curriculum(tmp_path):
+    with pytest.raises(ConfigError, match="admit_explored=True needs the curriculum"):
+        coevolve.run(tiny_config(rods__admit_explored=True), tmp_path, progress=False)
+    with pytest.raises(ConfigError, match="admit_explored=True needs the curriculum"):
+        coevolve.run(tiny_config(rods__admit_explored=True, rods__enabled=False, coevolve__explore_tasks=2),
+                     tmp_path, progress=False)
