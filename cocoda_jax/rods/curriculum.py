@@ -136,7 +136,8 @@ class Curriculum:
     ``collect_timeout_s``: how long a boundary waits for background jobs (None: no limit).
 
     On resume the saved tracker's config must equal ``config`` and every pool item must be a seed
-    in ``seeds``, a saved generated task or a saved found one (:meth:`admit`); otherwise :class:`.RodsStateError`. A corrupt state
+    in ``seeds``, a saved generated task or a saved found one (:meth:`admit`); otherwise
+    :class:`.RodsStateError`. A corrupt state
     raises :class:`.CorruptStateError` and nothing is written.
     """
 
@@ -373,8 +374,8 @@ class Curriculum:
         m["injected_mean_reward"] = _injected_mean_reward(before, tracker, e)
 
         found = [task_to_dict(self._tasks[it.task_id]) for it in pool.items if it.origin == "found"]
-        persistence.save(self.directory, tracker, pool, records, {"pending": [list(k) for k in pending], "found": found},
-                         write=self._write)
+        extra = {"pending": [list(k) for k in pending], "found": found}
+        persistence.save(self.directory, tracker, pool, records, extra, write=self._write)
         failpoints.hit("rods/saved")
         for rec in records:
             self._tasks[rec.task.id] = rec.task

@@ -259,8 +259,9 @@ def test_the_tasks_the_search_found_join_rods_pool_in_the_real_job(tmp_path, mon
         return dataclasses.replace(out, found=found)
 
     monkeypatch.setattr(coevolve, "explore", explore)
-    over = dict(coevolve__rounds=2, grpo__iterations_per_round=2, grpo__iterations=4, coevolve__probation_iterations=1,
-                coevolve__explore_tasks=2, coevolve__explore_samples=2, rods__admit_explored=True, rods__background=False)
+    over = dict(coevolve__rounds=2, grpo__iterations_per_round=2, grpo__iterations=4,
+                coevolve__probation_iterations=1, coevolve__explore_tasks=2, coevolve__explore_samples=2,
+                rods__admit_explored=True, rods__background=False)
     report = coevolve.run(tiny_config(**over), tmp_path / "whole", progress=False)
     pool = json.loads(next((tmp_path / "whole").glob("rods/pool_*2.json")).read_text())
     found = [it["task_id"] for it in pool["items"] if it["origin"] == "found"]
