@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import RodsStateError
-from cocoda_jax.rods.pool import (Candidate, PoolState, advance_epoch, check_invariants, decisions_at,
+from cocoda_jax.rods.pool import (Candidate, PoolState, admit_found, advance_epoch, check_invariants, decisions_at,
                                   epoch_metrics, initial_pool, plan_synthesis, pool_hash)
 from cocoda_jax.rods.tracker import Tracker
 
@@ -172,3 +172,24 @@ def test_pool_invariants_hold_over_any_history(history, p_max, beta, n_seeds):
         assert all(it.reason is not None for it in p.items if not it.live)
         m = epoch_metrics(p, t, e)
         assert m["live"] == len(p.live_ids()) and m["injected"] == len(injected)
+
+
+@given(st.lists(st.integers(0, 12), max_size=10), st.integers(1, 6), st.integers(0, 4))
+@settings(max_examples=60, deadline=None)
+def test_found_tasks_are_admitted_once_and_planned_as_parents_once(found, n_seeds, synth):
+    """``admit_found`` adds each task not already in the pool (by id or content) once, live and unobserved;
+    ``plan_synthesis`` makes the found items parents before any boundary item, each only until it has
+    had its variants; the pool's invariants hold throughout."""
+    cfg = RodsConfig(synth_per_epoch=synth, variants_per_seed=1)
+    p = admit_found(initial_pool(seeds(n_seeds), cfg), [T(i) for i in found])
+    check_invariants(p, cfg)
+    added = list(dict.fromkeys(f"s{i}" for i in found if i >= n_seeds))
+    assert [it.task_id for it in p.items if it.origin == "found"] == added
+    assert all(p.item(t).live and p.item(t).added_epoch == 0 for t in added)
+    assert PoolState.from_json(p.to_json()) == p
+    t = Tracker(cfg).observe_groups({"s0": [1.0, 0.0, 1.0, 0.0]}, 0)  # one boundary seed
+    p = advance_epoch(p, t, [], cfg)
+    p, jobs = plan_synthesis(p, t, cfg)
+    assert [j for j, _ in jobs] == (added + ["s0"])[:synth]
+    _, again = plan_synthesis(p, t, cfg)
+    assert [j for j, _ in again] == (added[synth:] + ["s0"])[:synth]

@@ -2,7 +2,7 @@
 
 For each cell ``STUDY_DIR/<arm>/seed_<s>/report.json`` of the named arms (``cocoda@1``: the second stream),
 one line per round (the decision, validation and dev accuracy, the search's tasks / rollouts / solved, the
-uniform-group share, the new demonstrations, the stage seconds) and one per cell (test accuracy per category).
+uniform-group share, RODS's draws per region, the new demonstrations, the stage seconds) and one per cell (test accuracy per category).
 """
 
 import json
@@ -18,6 +18,7 @@ def rounds_of(cell: Path, arm: str, seed: int) -> list[dict]:
         out.append({"arm": arm, "seed": seed, "round": rec["round"], "outcome": rec["outcome"],
                     "val": rec["val_accuracy"], "dev": rec.get("dev_accuracy"), "explore": mech.get("explore"),
                     "uniform_group_share": mech.get("uniform_group_share"),
+                    "rods_draws_by_region": mech.get("rods_draws_by_region"),
                     "new_demonstrations": mech.get("new_demonstrations"),
                     "stage_s": {k: round(v, 1) for k, v in sorted((rec.get("stage_s") or {}).items())}})
     out.append({"arm": arm, "seed": seed, "test": report["test_accuracy"],
