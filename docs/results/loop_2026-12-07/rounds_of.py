@@ -2,7 +2,8 @@
 
 For each cell ``STUDY_DIR/<arm>/seed_<s>/report.json`` of the named arms (``cocoda@1``: the second stream),
 one line per round (the decision, validation and dev accuracy, the search's tasks / rollouts / solved, the
-uniform-group share, RODS's draws per region, the new demonstrations, the stage seconds) and one per cell (test accuracy per category).
+uniform-group share, RODS's draws per region, the new demonstrations, the stage seconds) and one per cell
+(test accuracy per category).
 """
 
 import json
