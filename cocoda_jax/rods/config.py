@@ -18,7 +18,8 @@ class RodsConfig:
     groups), when the last ``hard_patience`` groups were all hard, or when not observed for
     ``stale_epochs``; ``p_max`` caps live generated items (lowest phi evicted). Synthesis: ``k_max``
     repairs per candidate, ``synth_per_epoch`` boundary parents, ``variants_per_seed`` jobs each,
-    ``max_draws`` generator draws per skeleton search.
+    ``max_draws`` generator draws per skeleton search; ``found_variants`` jobs for each task found
+    outside GRPO's draw, run when it is admitted (0: it waits for the boundary's plan like the rest).
 
     Draw weights (``Curriculum.sample``'s weighted draw without replacement), relative to a boundary
     task at ``phi = 1`` (weight 1; a boundary task weighs ``max(phi, recheck_weight)``):
@@ -45,6 +46,7 @@ class RodsConfig:
     k_max: int = 3
     synth_per_epoch: int = 16
     variants_per_seed: int = 2
+    found_variants: int = 0
     max_draws: int = 20000
     queue_capacity: int = 256
     explore_weight: float = 0.5
@@ -74,7 +76,7 @@ class RodsConfig:
         prob("beta")
         for name in ("window", "min_groups", "hard_patience", "stale_epochs", "max_draws", "queue_capacity"):
             count(name, 1)
-        for name in ("burn_in_epochs", "p_max", "k_max", "synth_per_epoch", "variants_per_seed"):
+        for name in ("burn_in_epochs", "p_max", "k_max", "synth_per_epoch", "variants_per_seed", "found_variants"):
             count(name, 0)
         if self.hard_patience > self.window:
             raise ValueError(f"RodsConfig.hard_patience ({self.hard_patience}) cannot exceed window "

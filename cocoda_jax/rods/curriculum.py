@@ -40,8 +40,8 @@ from cocoda_jax import failpoints, storage
 from cocoda_jax.rods import persistence
 from cocoda_jax.rods.config import RodsConfig
 from cocoda_jax.rods.errors import RodsStateError
-from cocoda_jax.rods.pool import (PoolState, admit_found, advance_epoch, candidate_of, epoch_metrics,
-                                  initial_pool, plan_synthesis, pool_hash)
+from cocoda_jax.rods.pool import (PoolState, add_found_variants, admit_found, advance_epoch, candidate_of,
+                                  epoch_metrics, initial_pool, plan_synthesis, pool_hash)
 from cocoda_jax.rods.synthesis import (BackgroundSynthesizer, Job, Outcome, Synthesizer, acceptance_rate,
                                        derived_seed, rejection_counts)
 from cocoda_jax.rods.tasks import task_from_dict, task_to_dict
@@ -166,6 +166,7 @@ class Curriculum:
             self._synthesize = synthesize
 
         self._tasks: dict[str, Any] = {}
+        self._found_records: list[persistence.GeneratedRecord] = []  # this epoch's, saved at its end
         for t in seeds:
             self._tasks.setdefault(t.id, t)
         self._parents: dict[str, str] = {}
@@ -331,7 +332,27 @@ class Curriculum:
         for t in tasks:
             if t.id in added:
                 self._tasks[t.id] = t
+        if self.config.found_variants and added:
+            self._add_found_variants(added)
         return added
+
+    def _add_found_variants(self, found: Sequence[str]) -> None:
+        """``found_variants`` synthesis jobs for each of ``found`` run now; the accepted variants go live
+        at once (:func:`.pool.add_found_variants`) and are saved with the boundary's generated tasks."""
+        keys = self._pool.all_keys()
+        jobs = [Job(self._tasks[t], a, keys) for t in found for a in range(self.config.found_variants)]
+        outcomes = [self._synthesize(j) for j in jobs]
+        records = [persistence.GeneratedRecord(o.task, o.parent_id, o.attempt, self.epoch) for o in outcomes
+                   if o.accepted]
+        candidates = [candidate_of(rec.task, rec.parent_id, self._tracker) for rec in records]
+        self._pool = add_found_variants(self._pool, candidates, {t: self.config.found_variants for t in found},
+                                        self.config)
+        in_pool = {it.task_id for it in self._pool.items}
+        for rec in records:
+            if rec.task.id in in_pool and rec.task.id not in self._tasks:
+                self._tasks[rec.task.id] = rec.task
+                self._parents[rec.task.id] = rec.parent_id
+                self._found_records.append(rec)
 
     def end_epoch(self) -> dict:
         """The epoch boundary, as :func:`.simulate.run` does it: collect the jobs planned at the
@@ -363,6 +384,7 @@ class Curriculum:
         outcomes = tuple(sorted(outcomes, key=lambda o: o.key))
         records = [persistence.GeneratedRecord(o.task, o.parent_id, o.attempt, e) for o in outcomes if o.accepted]
         candidates = [candidate_of(rec.task, rec.parent_id, tracker) for rec in records]
+        records += self._found_records  # already live: saved with the boundary's own
         before = self._pool
         pool = advance_epoch(before, tracker, candidates, self.config)
         pool, pending = plan_synthesis(pool, tracker, self.config)
@@ -381,6 +403,7 @@ class Curriculum:
             self._tasks[rec.task.id] = rec.task
             self._parents[rec.task.id] = rec.parent_id
         self._pool, self._pending, self._last_outcomes = pool, pending, outcomes
+        self._found_records = []
         self._bound = {k: self._synthesize for k in pending}
         if self._bg is not None:
             self._submit()

@@ -16,7 +16,8 @@ its state is small, hashable and JSON-exact. One epoch boundary (:func:`advance_
 
 Between boundaries, tasks found outside GRPO's draw (the rounds' best-of-N search: solved at least
 once, not every time) join the live pool as ``found`` items (:func:`admit_found`); at the next
-boundary they are synthesis parents first (:func:`plan_synthesis`).
+boundary they are synthesis parents first (:func:`plan_synthesis`), unless their variants were made
+when they were admitted (``found_variants``: :func:`add_found_variants`).
 
 Every decision is appended to ``state.log`` as a :class:`Decision`.
 """
@@ -27,7 +28,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cocoda_jax.rods.config import RodsConfig
@@ -214,6 +215,28 @@ def admit_found(state: PoolState, tasks: Iterable[Any]) -> PoolState:
         items.append(PoolItem(t.id, "found", None, task_keys, state.epoch, "active", 1.0))
         log.append(_d(state.epoch, "add", t.id, "found"))
     return dataclasses.replace(state, items=tuple(items), log=state.log + tuple(log))
+
+
+def add_found_variants(state: PoolState, candidates: Sequence[Candidate], attempts: Mapping[str, int],
+                       config: RodsConfig) -> PoolState:
+    """``state`` with the variants made of found tasks when they were admitted live at once (in burn-in,
+    judged at this epoch's end like an injected variant; a duplicate is skipped and logged) and each
+    parent's next synthesis attempt set to ``attempts``."""
+    items, log = list(state.items), []
+    ids = {it.task_id for it in items} | {c.task_id for c in state.queue}
+    keys = set(state.all_keys())
+    for c in candidates:
+        if c.task_id in ids or keys & set(c.keys):
+            log.append(_d(state.epoch, "skip", c.task_id, "duplicate", parent=c.parent_id))
+            continue
+        ids.add(c.task_id)
+        keys.update(c.keys)
+        status = "burn_in" if config.burn_in_epochs > 0 else "active"
+        items.append(PoolItem(c.task_id, "generated", c.parent_id, c.keys, state.epoch, status, c.prior_phi))
+        log.append(_d(state.epoch, "add", c.task_id, "found_variant", parent=c.parent_id))
+    merged = dict(state.attempts) | dict(attempts)
+    return dataclasses.replace(state, items=tuple(items), attempts=tuple(sorted(merged.items())),
+                               log=state.log + tuple(log))
 
 
 def candidate_of(task: Any, parent_id: str, tracker: Tracker) -> Candidate:

@@ -54,6 +54,10 @@ Why each available arm's overrides do what the name says (read from the code, no
   the search solved at least once but not every time join RODS's live pool, drawn at the variant weight in
   the round's probation iterations and made synthesis parents at its end. Why: GRPO's groups are uniform
   where RODS's seeds hold no task of a structure the rounds learned; the search is where such tasks turn up.
+* ``explore_rods_variants`` (diagnostic, run only when named): ``explore_rods`` and
+  ``rods.thresholds.found_variants=4``: four variants of each found task (its structure on new instances) are
+  synthesised when it is admitted and drawn in the same round's probation iterations, instead of waiting for
+  the round's end to be planned and the next round's end to be injected (two rounds of delay in a run of three).
 * ``rods_answer_only`` (diagnostic, run only when named): ``rods.seed_pool="answer_only"``: RODS's seeds,
   the tasks GRPO draws, are training tasks the domain gives no program for. With the seeds taken from all
   training tasks most are demonstrated ones the SFT planner always solves and the rest ones it never
@@ -148,6 +152,9 @@ ARMS: tuple[Arm, ...] = (
     Arm("explore_rods", "explore, and the tasks the search solved now and then join RODS's pool: drawn first, "
         "made synthesis parents, so GRPO practises the structures the search just found",
         {"coevolve.explore_tasks": 64, "rods.admit_explored": True}, in_presets=False, weight=1.1),
+    Arm("explore_rods_variants", "explore_rods, and 4 variants of each found task made when it is admitted and "
+        "drawn in the same round", {"coevolve.explore_tasks": 64, "rods.admit_explored": True,
+                                    "rods.thresholds.found_variants": 4}, in_presets=False, weight=1.1),
     # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
     Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
         "demonstration: the reinforcement learning practises where SFT showed nothing",

@@ -1,6 +1,7 @@
 """RODS as a step-wise task source: sampling, epoch boundaries, metrics and exact restart."""
 
 import collections
+import dataclasses
 import json
 
 import pytest
@@ -352,3 +353,27 @@ def test_found_tasks_join_the_pool_are_drawn_first_and_become_synthesis_parents(
         planned = [p for p, _ in again.pending]
         assert planned[: CFG.variants_per_seed] == [later.id] * CFG.variants_per_seed
         assert not {t.id for t in outside} & set(planned[CFG.variants_per_seed:])
+
+
+def test_found_variants_are_made_at_admission_live_at_once_and_saved(tmp_path, seed_tasks, synth):
+    """``found_variants``: each admitted task's variants are synthesised when it is admitted and drawn in the
+    same epoch (as unobserved variants); the boundary saves them, a resumed curriculum knows them, and the
+    found task is not planned as a parent again."""
+    cfg = dataclasses.replace(CFG, found_variants=3)
+    seeds, outside = seed_tasks[:20], seed_tasks[20:22]
+    with Curriculum(seeds, cfg, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=False) as cur:
+        cur.admit(outside)
+        variants = [it for it in cur.pool.items if it.origin == "generated"]
+        assert variants and {it.parent_id for it in variants} <= {t.id for t in outside}
+        assert all(it.status == "burn_in" and it.added_epoch == 0 for it in variants)
+        assert set(cur.regions_of(it.task_id for it in variants).values()) == {"variant"}
+        assert dict(cur.pool.attempts) == {t.id: 3 for t in outside}
+        cur.observe({it.task_id: [1.0, 0.0] * (GROUP // 2) for it in variants})  # drawn and observed this epoch
+        cur.end_epoch()
+        assert not {t.id for t in outside} & {p for p, _ in cur.pending}
+        assert all(cur.pool.item(it.task_id).status == "active" for it in variants)  # burn-in passed
+        saved = {r.task.id for r in persistence.load(tmp_path).generated}
+        assert {it.task_id for it in variants} <= saved
+        before = cur.state_hash()
+    with Curriculum(seeds, cfg, tmp_path, run_seed=RUN_SEED, synthesize=synth, background=False) as again:
+        assert again.state_hash() == before and again.parents[variants[0].task_id] == variants[0].parent_id
