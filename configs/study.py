@@ -11,8 +11,9 @@ are applied to a copy), ``seeds`` (each cell sets ``run.seed`` and ``run.domain.
 seed, each under its own random stream, averaged per task; 1: one run, as every study so far; N costs the
 rounds N times, the shared stages 1-2 once: ``--config.streams=2``), ``arm_streams`` (other counts
 for named arms, ``--config.arm_streams=no_tdr=1``: the reference in two streams beside an arm whose cell
-costs twice as much in one; empty: every arm ``streams``), ``bootstrap`` (replicates of the intervals)
-and ``bootstrap_seed``.
+costs twice as much in one; empty: every arm ``streams``), ``compare`` (paired comparisons besides
+those with ``cocoda`` and ``sft_only``: ``--config.compare=explore_rods=explore``, study.json's
+``arms.<arm>.vs.<other>``), ``bootstrap`` (replicates of the intervals) and ``bootstrap_seed``.
 
 Presets: ``default``: configs/default.py with 1000 test tasks, seeds 13, 42, 2026, every arm (11 arms
 x 3 seeds = 33 cells; ``sft_only`` is the stage-2 planner itself, scored on the same test tasks).
@@ -68,4 +69,4 @@ def get_config(preset: str | None = None) -> ml_collections.ConfigDict:
     else:
         raise ValueError(f"unknown study preset {preset!r}; known: {PRESETS}")
     return ml_collections.ConfigDict(dict(preset=preset, run=run, seeds=seeds, arms=names, streams=1, arm_streams="",
-                                          bootstrap=2000, bootstrap_seed=0))
+                                          compare="", bootstrap=2000, bootstrap_seed=0))

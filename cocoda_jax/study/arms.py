@@ -281,6 +281,26 @@ def stream_counts(default: int, spec: str, arm_names: Sequence[str]) -> dict[str
     return counts
 
 
+def comparisons(spec: str, arm_names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The paired comparisons the study's ``compare`` names besides the reference and ``sft_only``
+    (``"explore_rods=explore,explore_rods_variants=explore_rods"``: arm -> the arms it is measured
+    against, on the same (seed, task) pairs). Both arms of a pair must be among ``arm_names`` (the
+    study's runnable arms); a malformed pair, an unknown arm or one left out of the study is a ConfigError."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in filter(None, (part.strip() for part in str(spec or "").split(","))):
+        name, eq, other = (x.strip() for x in item.partition("="))
+        if not eq or not name or not other or name == other:
+            raise ConfigError(f"compare: {item!r} is not ARM=OTHER with two different arms")
+        for n in (name, other):
+            if n not in _BY_NAME:
+                raise ConfigError(f"compare: unknown arm {n!r}; known: {', '.join(_BY_NAME)}")
+            if n not in arm_names:
+                raise ConfigError(f"compare: {n!r} is not among the study's arms ({', '.join(arm_names)})")
+        if other not in out.get(name, ()):
+            out[name] = out.get(name, ()) + (other,)
+    return out
+
+
 def _stream(arm: Arm, r: int) -> Arm:
     return dataclasses.replace(arm, name=f"{arm.name}{STREAM_MARK}{r}",
                                description=f"{arm.description} (stream {r}: coevolve.replicate={r})",

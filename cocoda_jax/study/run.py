@@ -30,7 +30,7 @@ memory goes back to the system). Every cell is deterministic from its config, so
 changes; ``workers=1`` runs everything in this process, in order.
 
 The study config (``configs/study.py``): ``run`` (the run config every cell starts from),
-``seeds``, ``arms``, ``streams``, ``arm_streams``, ``bootstrap`` (replicates), ``bootstrap_seed``.
+``seeds``, ``arms``, ``streams``, ``arm_streams``, ``compare``, ``bootstrap`` (replicates), ``bootstrap_seed``.
 """
 
 from __future__ import annotations
@@ -637,6 +637,7 @@ def run_study(study_config: ml_collections.ConfigDict, workdir: str | Path, *, a
 
     study = summarize(selected, seeds, reports, depths, structures=structures,
                       streams={name: [a.name for a in arms_of] for name, arms_of in stream_arms.items()},
+                      compare=A.comparisons(study_config.get("compare", ""), list(stream_arms)),
                       n_test=int(study_config.run.domain.n_test),
                       wall_s=float(sum(times.get(f"{a.name}/seed_{s}", 0.0) for a, s in cells)),
                       b=int(study_config.get("bootstrap", stats.DEFAULT_B)),
@@ -676,13 +677,16 @@ def _stream_figures(reports: Mapping[tuple[str, int], Mapping[str, Any]], names:
 def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[tuple[str, int], Mapping[str, Any]],
               depths: Mapping[int, Mapping[str, int]], *, n_test: int, wall_s: float, b: int = stats.DEFAULT_B,
               boot_seed: int = 0, structures: Mapping[int, Mapping[str, str]] | None = None,
-              streams: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+              streams: Mapping[str, Sequence[str]] | None = None,
+              compare: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """study.json's dict from the cells' reports (pure: no file is read). ``structures``: seed -> test
     task id -> ``seen``/``unseen`` (their accuracy and paired deltas are added when any task has one).
     ``streams``: arm -> the names of its cells at a seed (:func:`~cocoda_jax.study.arms.streams`; default:
     the arm alone); with more than one, a task's outcome is the mean over them, every interval is taken
     over those means, and the arm's entry adds ``per_stream`` and ``stream_sd``. An arm whose cells have
-    round records adds ``rounds`` (:func:`cocoda_jax.study.rounds.summary`: what its rounds did)."""
+    round records adds ``rounds`` (:func:`cocoda_jax.study.rounds.summary`: what its rounds did).
+    ``compare``: arm -> other arms (:func:`~cocoda_jax.study.arms.comparisons`); the arm's entry adds
+    ``vs`` = {other: the paired delta, its bootstrap interval and the seeds-as-units interval}."""
     streams = streams or {}
     names_of = {a.name: list(streams.get(a.name) or [a.name]) for a in selected if a.available}
     outcomes = {name: {s: _outcomes(reports, names, s) for s in seeds} for name, names in names_of.items()}
@@ -715,6 +719,12 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
             base = stats.paired_delta(outcomes[a.name], outcomes[BASELINE], seeds, b=b, seed=boot_seed)
             entry["vs_sft_only"] = {"delta": base.point, "ci95": base.ci,
                                     "seed_t95": stats.seed_t_interval(base.per_seed)}
+        versus = {}
+        for other in (compare or {}).get(a.name, ()):
+            d = stats.paired_delta(outcomes[a.name], outcomes[other], seeds, b=b, seed=boot_seed)
+            versus[other] = {"delta": d.point, "ci95": d.ci, "seed_t95": stats.seed_t_interval(d.per_seed)}
+        if versus:
+            entry["vs"] = versus
         if structures and stats.per_group(outcomes[a.name], structures):
             entry["per_structure"] = stats.per_group(outcomes[a.name], structures)
             if REFERENCE in outcomes:

@@ -94,6 +94,14 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
                   "| arm | delta vs sft_only [95% CI] | seeds as units [95% t] |", "|---|---|---|"]
         lines += [f"| `{name}` | {_signed(v['delta'])} {_signed_interval(v['ci95'])} | "
                   f"{_signed_interval(v.get('seed_t95'))} |" for name, v in against]
+    named = [(name, other, v) for name, a in study["arms"].items() for other, v in (a.get("vs") or {}).items()]
+    if named:
+        lines += ["", "## The comparisons the study names", "",
+                  "Each pair of the study's `compare`, on the same (seed, task) pairs: the paired bootstrap interval, "
+                  "and the seeds as units.", "",
+                  "| arm | against | delta [95% CI] | seeds as units [95% t] |", "|---|---|---|---|"]
+        lines += [f"| `{name}` | `{other}` | {_signed(v['delta'])} {_signed_interval(v['ci95'])} | "
+                  f"{_signed_interval(v.get('seed_t95'))} |" for name, other, v in named]
     rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()
             if name != reference and a.get("available") and a.get("per_depth_delta")]
     if rows:

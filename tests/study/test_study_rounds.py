@@ -2,6 +2,7 @@
 
 import pytest
 
+from cocoda_jax.errors import ConfigError
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import rounds
 from cocoda_jax.study import run as R
@@ -98,3 +99,25 @@ def test_every_arm_is_also_measured_against_sft_only():
     assert "vs_sft_only" not in alone["arms"]["cocoda"]
     md = T.markdown(study)
     assert "## Against `sft_only`" in md and "| `cocoda` | +0.250" in md
+
+
+def test_the_comparisons_the_study_names_are_paired_like_the_others():
+    """``compare`` (``ARM=OTHER,...``): study.json's ``arms.ARM.vs.OTHER`` on the same (seed, task) pairs, and
+    study.md's table; a malformed pair, an unknown arm or one the study does not run is a ConfigError."""
+    solved = {"explore": {13: {"t0": 1, "t1": 1}, 42: {"t0": 1, "t1": 1}},
+              "cocoda": {13: {"t0": 1, "t1": 0}, 42: {"t0": 0, "t1": 1}}}  # per seed +0.5, +0.5
+    reports = {(arm, s): _report(final=[], inserted=[[]], uses={}, outcomes=solved[arm][s])
+               for arm in solved for s in (13, 42)}
+    depths = {s: {"t0": 1, "t1": 2} for s in (13, 42)}
+    compare = A.comparisons("explore=cocoda, explore=cocoda", ["cocoda", "explore"])
+    assert compare == {"explore": ("cocoda",)}
+    study = R.summarize(A.select(["cocoda", "explore"]), [13, 42], reports, depths, n_test=2, wall_s=1.0, b=50,
+                        compare=compare)
+    vs = study["arms"]["explore"]["vs"]["cocoda"]
+    assert vs["delta"] == pytest.approx(0.5) == study["arms"]["explore"]["delta_vs_cocoda"]
+    assert "vs" not in study["arms"]["cocoda"]
+    assert "| `explore` | `cocoda` | +0.500" in T.markdown(study)
+    for spec, match in (("explore", "not ARM=OTHER"), ("explore=explore", "not ARM=OTHER"),
+                        ("explore=nope", "unknown arm 'nope'"), ("explore=no_gar", "'no_gar' is not among")):
+        with pytest.raises(ConfigError, match=match):
+            A.comparisons(spec, ["cocoda", "explore"])
