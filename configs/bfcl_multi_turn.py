@@ -28,6 +28,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.sft.update(dict(steps=200, batch_size=8, n_demos=100_000))
     c.grpo.update(dict(iterations=6, iterations_per_round=2, tasks_per_iteration=4, group_size=4, eval_every=100))
     c.coevolve.rounds = 3
+    c.coevolve.explore_tasks = 0  # no best-of-N search: the miniature's budgets (docs/bfcl.md) were set without it
     c.coevolve.probation_iterations = 0  # two GRPO iterations a round: both before the mining
     c.coevolve.abstractor.max_inputs = 4  # a run of two or three stateful calls has that many arguments
     c.coevolve.refresh_demos = 128

@@ -66,14 +66,21 @@ def get_config() -> ml_collections.ConfigDict:
 
     # Stage 3: co-evolution rounds; each round's last 3 GRPO iterations are the new composites' probation,
     # and the planner's own solutions of answer-only tasks join the demonstrations (docs/acceptance.md).
+    # After a round's first GRPO iterations, a best-of-N search: 16 samples on each of 64 answer-only training
+    # tasks without a demonstration (a GRPO group of 8 almost never holds a first success; docs/experiments.md,
+    # sections X and Z).
     # The refresh: 240 steps at 3e-4 over up to 2,048 demonstrations (a converged planner needs them to
     # adopt a round's composites; section Q).
     override(c, "coevolve", rounds=3, rho=0.8, frozen_library=False, refresh_sft_steps=240, refresh_demos=2048,
-             refresh_learning_rate=3e-4, probation_iterations=3, keep_successes=True,
+             refresh_learning_rate=3e-4, probation_iterations=3, keep_successes=True, explore_tasks=64,
              abstractor=dict(max_candidates=4), acceptance=dict(tolerance=0.04))
 
-    # RODS: the task curriculum (on by default; docs/design.md).
-    override(c, "rods", enabled=True, n_seeds=256, background=True, thresholds=dict(synth_per_epoch=8))
+    # RODS: the task curriculum (on by default; docs/design.md). The tasks the rounds' search solved now and then
+    # join its live pool, drawn in the probation iterations and made synthesis parents (docs/experiments.md,
+    # section Z: +1.6 test points [+0.6, +2.6] over the default before it, which had neither; the rule was fixed
+    # before the run: a new default's paired interval against the old one lies above zero).
+    override(c, "rods", enabled=True, n_seeds=256, background=True, admit_explored=True,
+             thresholds=dict(synth_per_epoch=8))
 
     override(c, "sandbox", workers=2, timeout_s=10.0)
     override(c, "checkpoint", keep=3, every_sft_steps=100, every_iterations=10)

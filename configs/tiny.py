@@ -24,6 +24,7 @@ def get_config():
     c.checkpoint.every_sft_steps, c.checkpoint.every_iterations = 2, 1
     c.coevolve.rounds, c.coevolve.refresh_sft_steps, c.coevolve.refresh_demos = 2, 1, 8
     c.rods.n_seeds = 16
+    c.coevolve.explore_tasks, c.coevolve.explore_samples = 2, 2  # the rounds' search, at its smallest
     c.rods.thresholds.synth_per_epoch = 2
     c.rods.thresholds.burn_in_epochs, c.rods.thresholds.hard = 0, 0.0
     c.report.retrieval_queries = 2

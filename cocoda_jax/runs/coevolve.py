@@ -135,10 +135,6 @@ def _settings(config: ml_collections.ConfigDict) -> RunSettings:
             f"config.coevolve.probation_iterations ({settings.coevolve.probation_iterations}) must be below "
             f"config.grpo.iterations_per_round ({settings.grpo.iterations_per_round}): mining reads the GRPO "
             "iterations before it")
-    if settings.rods.admit_explored and not (settings.rods.enabled and settings.coevolve.explore_tasks > 0):
-        raise ConfigError("config.rods.admit_explored=True needs the curriculum (config.rods.enabled=True) and the "
-                          f"rounds' search (config.coevolve.explore_tasks > 0, got {settings.coevolve.explore_tasks}): "
-                          "it admits the tasks the search found into RODS's pool")
     return settings
 
 

@@ -532,7 +532,8 @@ class RodsSettings(_Section):
     draws instances SFT never saw. ``seed_pool``: the training tasks the seeds are taken from, all of them
     (``"train"``) or only those the domain gives no program for (``"answer_only"``: GRPO practises where no
     demonstration shows the way, as on a benchmark with answers for every task and programs for few).
-    ``admit_explored``: the rounds' search feeds the live pool (needs the curriculum and the search)."""
+    ``admit_explored``: the rounds' search feeds the live pool (nothing to admit without the search, and
+    nowhere to admit it without the curriculum: a static draw's seeds are fixed)."""
 
     SECTION = "rods"
     SUBSECTIONS = {"thresholds": RodsConfig}

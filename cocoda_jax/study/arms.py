@@ -46,18 +46,17 @@ Why each available arm's overrides do what the name says (read from the code, no
   cards in the prompt; the planner's ``search(...)`` step is its only way to the library
   (``docs/actions.md``), in the demonstrations, GRPO's rollouts and the evaluations alike. Stages 1-2
   differ from ``cocoda``'s (the demonstrations show the step), so the arm runs its own prefix.
-* ``explore`` (diagnostic, run only when named): ``coevolve.explore_tasks=64``: the main job with a
-  best-of-N search after each round's GRPO iterations (``runs/coevolve.py`` ``explore``: 16 samples on
-  each of 64 answer-only training tasks without a stored demonstration); its successes join the round's
-  successes, so they are mined and, under ``keep_successes``, demonstrated in the refresh.
-* ``explore_rods`` (diagnostic, run only when named): ``explore`` and ``rods.admit_explored=True``: the tasks
-  the search solved at least once but not every time join RODS's live pool, drawn at the variant weight in
-  the round's probation iterations and made synthesis parents at its end. Why: GRPO's groups are uniform
-  where RODS's seeds hold no task of a structure the rounds learned; the search is where such tasks turn up.
-* ``explore_rods_variants`` (diagnostic, run only when named): ``explore_rods`` and
-  ``rods.thresholds.found_variants=4``: four variants of each found task (its structure on new instances) are
-  synthesised when it is admitted and drawn in the same round's probation iterations, instead of waiting for
-  the round's end to be planned and the next round's end to be injected (two rounds of delay in a run of three).
+* ``no_search`` (diagnostic, run only when named): ``coevolve.explore_tasks=0``: the main job without the
+  rounds' best-of-N search (``runs/coevolve.py`` ``explore``: 16 samples on each of 64 answer-only training
+  tasks without a stored demonstration, after each round's GRPO iterations), so RODS has nothing to admit
+  either: the default before the search fed the curriculum.
+* ``search_unfed`` (diagnostic, run only when named): ``rods.admit_explored=False``: the search runs and its
+  successes are mined and kept as demonstrations, but the tasks it solved now and then do not join RODS's
+  live pool (drawn at the variant weight in the round's probation iterations, synthesis parents at its end).
+* ``found_variants`` (diagnostic, run only when named): ``rods.thresholds.found_variants=4``: four variants of
+  each found task (its structure on new instances) are synthesised when it is admitted and drawn in the same
+  round's probation iterations, instead of waiting for the round's end to be planned and the next round's end
+  to be injected (two rounds of delay in a run of three).
 * ``rods_answer_only`` (diagnostic, run only when named): ``rods.seed_pool="answer_only"``: RODS's seeds,
   the tasks GRPO draws, are training tasks the domain gives no program for. With the seeds taken from all
   training tasks most are demonstrated ones the SFT planner always solves and the rest ones it never
@@ -144,17 +143,14 @@ ARMS: tuple[Arm, ...] = (
     # diagnostic (not in the presets): planner-issued retrieval instead of question-level cards
     Arm("search_cards", "cocoda, but the planner asks for its tools with search(...) instead of reading "
         "question-level cards", {"retrieval.cards": "search"}, in_presets=False, weight=1.2),
-    # diagnostic (not in the presets): best-of-N search on the answer-only training tasks each round
-    Arm("explore", "cocoda with a best-of-N search each round: 16 samples on each of 64 answer-only training tasks "
-        "not yet solved, the successes mined and kept as demonstrations", {"coevolve.explore_tasks": 64},
-        in_presets=False, weight=1.1),
-    # diagnostic (not in the presets): the search feeds the curriculum
-    Arm("explore_rods", "explore, and the tasks the search solved now and then join RODS's pool: drawn first, "
-        "made synthesis parents, so GRPO practises the structures the search just found",
-        {"coevolve.explore_tasks": 64, "rods.admit_explored": True}, in_presets=False, weight=1.1),
-    Arm("explore_rods_variants", "explore_rods, and 4 variants of each found task made when it is admitted and "
-        "drawn in the same round", {"coevolve.explore_tasks": 64, "rods.admit_explored": True,
-                                    "rods.thresholds.found_variants": 4}, in_presets=False, weight=1.1),
+    # diagnostic (not in the presets): the rounds' search, and its feed into the curriculum, taken out
+    Arm("no_search", "cocoda without the rounds' best-of-N search on the answer-only training tasks (and so "
+        "nothing for RODS to admit)", {"coevolve.explore_tasks": 0}, in_presets=False, weight=0.9),
+    Arm("search_unfed", "cocoda, but the tasks the search solved now and then do not join RODS's pool (the search's "
+        "successes are still mined and kept)", {"rods.admit_explored": False}, in_presets=False),
+    # diagnostic (not in the presets): the found tasks' variants made at once
+    Arm("found_variants", "cocoda, and 4 variants of each task the search found made when it is admitted and drawn "
+        "in the same round", {"rods.thresholds.found_variants": 4}, in_presets=False),
     # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
     Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
         "demonstration: the reinforcement learning practises where SFT showed nothing",
