@@ -53,10 +53,9 @@ Why each available arm's overrides do what the name says (read from the code, no
 * ``search_unfed`` (diagnostic, run only when named): ``rods.admit_explored=False``: the search runs and its
   successes are mined and kept as demonstrations, but the tasks it solved now and then do not join RODS's
   live pool (drawn at the variant weight in the round's probation iterations, synthesis parents at its end).
-* ``found_variants`` (diagnostic, run only when named): ``rods.thresholds.found_variants=4``: four variants of
-  each found task (its structure on new instances) are synthesised when it is admitted and drawn in the same
-  round's probation iterations, instead of waiting for the round's end to be planned and the next round's end
-  to be injected (two rounds of delay in a run of three).
+* ``found_later`` (diagnostic, run only when named): ``rods.thresholds.found_variants=0``: the variants of a
+  found task are planned at the round's end (it is the first synthesis parent) and injected at the next round's
+  end, instead of the default's four synthesised when it is admitted and drawn in the same round.
 * ``rods_answer_only`` (diagnostic, run only when named): ``rods.seed_pool="answer_only"``: RODS's seeds,
   the tasks GRPO draws, are training tasks the domain gives no program for. With the seeds taken from all
   training tasks most are demonstrated ones the SFT planner always solves and the rest ones it never
@@ -148,9 +147,9 @@ ARMS: tuple[Arm, ...] = (
         "nothing for RODS to admit)", {"coevolve.explore_tasks": 0}, in_presets=False, weight=0.9),
     Arm("search_unfed", "cocoda, but the tasks the search solved now and then do not join RODS's pool (the search's "
         "successes are still mined and kept)", {"rods.admit_explored": False}, in_presets=False),
-    # diagnostic (not in the presets): the found tasks' variants made at once
-    Arm("found_variants", "cocoda, and 4 variants of each task the search found made when it is admitted and drawn "
-        "in the same round", {"rods.thresholds.found_variants": 4}, in_presets=False),
+    # diagnostic (not in the presets): the found tasks' variants made at the round's end, not at once
+    Arm("found_later", "cocoda, but the variants of a task the search found are planned at the round's end like a "
+        "boundary task's, not made when it is admitted", {"rods.thresholds.found_variants": 0}, in_presets=False),
     # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
     Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
         "demonstration: the reinforcement learning practises where SFT showed nothing",

@@ -263,7 +263,9 @@ def test_the_tasks_the_search_found_join_rods_pool_in_the_real_job(tmp_path, mon
     over = dict(coevolve__rounds=2, grpo__iterations_per_round=2, grpo__iterations=4,
                 coevolve__probation_iterations=1, coevolve__explore_tasks=2, coevolve__explore_samples=2,
                 rods__admit_explored=True, rods__background=False)
-    report = coevolve.run(tiny_config(**over), tmp_path / "whole", progress=False)
+    config = tiny_config(**over)
+    config.rods.thresholds.found_variants = 0  # the boundary plans them (default: 4 at once)
+    report = coevolve.run(config, tmp_path / "whole", progress=False)
     pool = json.loads(next((tmp_path / "whole").glob("rods/pool_*2.json")).read_text())
     found = [it["task_id"] for it in pool["items"] if it["origin"] == "found"]
     assert found == given and len(set(given)) == 4
@@ -272,8 +274,7 @@ def test_the_tasks_the_search_found_join_rods_pool_in_the_real_job(tmp_path, mon
     for r in (1, 2):
         mech = report["per_round"][r]["mechanism"]
         assert mech["explore"]["admitted"] == 2 and mech["rods_draws_by_region"].get("found", 0) >= 1
-    assert coevolve.run(tiny_config(**over), tmp_path / "resumed", progress=False,
-                        stop_after_round=1) == {"stopped_after_round": 1}
-    coevolve.run(tiny_config(**over), tmp_path / "resumed", progress=False)
+    assert coevolve.run(config, tmp_path / "resumed", progress=False, stop_after_round=1) == {"stopped_after_round": 1}
+    coevolve.run(config, tmp_path / "resumed", progress=False)
     for name in ("pool_000002.json", "tracker_000002.json", "extra_000002.json"):
         assert (tmp_path / "resumed/rods" / name).read_bytes() == (tmp_path / "whole/rods" / name).read_bytes()
