@@ -321,8 +321,9 @@ class Curriculum:
 
     def admit(self, tasks: Sequence[Any]) -> tuple[str, ...]:
         """Tasks found outside GRPO's draw during this epoch (the rounds' search: solved now and then)
-        join the live pool, drawn at ``variant_weight`` until observed and made synthesis parents at
-        the boundary (:func:`.pool.admit_found`, :func:`.pool.plan_synthesis`). Returns the ids
+        join the live pool, drawn at ``variant_weight`` until observed; ``found_variants`` variants of
+        each are made at once, else they are the first synthesis parents at the boundary
+        (:func:`.pool.admit_found`, :func:`.pool.plan_synthesis`). Returns the ids
         added (a task already in the pool is skipped). Like observations, they are saved by
         :meth:`end_epoch` (the tasks themselves in the saved run state, so a resume knows them)."""
         self._check_open()

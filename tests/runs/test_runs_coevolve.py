@@ -73,7 +73,7 @@ def test_round_records_say_where_the_time_went(full):
     first, *rounds = report["per_round"]
     assert set(first["stage_s"]) == {"warm_library", "play_demos", "sft", "evaluate", "dev"}
     for rec in rounds:
-        assert set(rec["stage_s"]) == {"grpo", "mine", "refactor_and_refresh", "probation", "decide",
+        assert set(rec["stage_s"]) == {"grpo", "explore", "mine", "refactor_and_refresh", "probation", "decide",
                                        "incumbent_state", "curriculum", "dev"}
         assert all(s >= 0.0 for s in rec["stage_s"].values())
         assert sum(rec["stage_s"].values()) <= rec["wall_s"] + 1e-6

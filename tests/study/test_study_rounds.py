@@ -104,20 +104,20 @@ def test_every_arm_is_also_measured_against_sft_only():
 def test_the_comparisons_the_study_names_are_paired_like_the_others():
     """``compare`` (``ARM=OTHER,...``): study.json's ``arms.ARM.vs.OTHER`` on the same (seed, task) pairs, and
     study.md's table; a malformed pair, an unknown arm or one the study does not run is a ConfigError."""
-    solved = {"explore": {13: {"t0": 1, "t1": 1}, 42: {"t0": 1, "t1": 1}},
+    solved = {"no_search": {13: {"t0": 1, "t1": 1}, 42: {"t0": 1, "t1": 1}},
               "cocoda": {13: {"t0": 1, "t1": 0}, 42: {"t0": 0, "t1": 1}}}  # per seed +0.5, +0.5
     reports = {(arm, s): _report(final=[], inserted=[[]], uses={}, outcomes=solved[arm][s])
                for arm in solved for s in (13, 42)}
     depths = {s: {"t0": 1, "t1": 2} for s in (13, 42)}
-    compare = A.comparisons("explore=cocoda, explore=cocoda", ["cocoda", "explore"])
-    assert compare == {"explore": ("cocoda",)}
-    study = R.summarize(A.select(["cocoda", "explore"]), [13, 42], reports, depths, n_test=2, wall_s=1.0, b=50,
+    compare = A.comparisons("no_search=cocoda, no_search=cocoda", ["cocoda", "no_search"])
+    assert compare == {"no_search": ("cocoda",)}
+    study = R.summarize(A.select(["cocoda", "no_search"]), [13, 42], reports, depths, n_test=2, wall_s=1.0, b=50,
                         compare=compare)
-    vs = study["arms"]["explore"]["vs"]["cocoda"]
-    assert vs["delta"] == pytest.approx(0.5) == study["arms"]["explore"]["delta_vs_cocoda"]
+    vs = study["arms"]["no_search"]["vs"]["cocoda"]
+    assert vs["delta"] == pytest.approx(0.5) == study["arms"]["no_search"]["delta_vs_cocoda"]
     assert "vs" not in study["arms"]["cocoda"]
-    assert "| `explore` | `cocoda` | +0.500" in T.markdown(study)
-    for spec, match in (("explore", "not ARM=OTHER"), ("explore=explore", "not ARM=OTHER"),
-                        ("explore=nope", "unknown arm 'nope'"), ("explore=no_gar", "'no_gar' is not among")):
+    assert "| `no_search` | `cocoda` | +0.500" in T.markdown(study)
+    for spec, match in (("no_search", "not ARM=OTHER"), ("no_search=no_search", "not ARM=OTHER"),
+                        ("no_search=nope", "unknown arm 'nope'"), ("no_search=no_gar", "'no_gar' is not among")):
         with pytest.raises(ConfigError, match=match):
-            A.comparisons(spec, ["cocoda", "explore"])
+            A.comparisons(spec, ["cocoda", "no_search"])
