@@ -38,6 +38,11 @@ def depths_of(study: Mapping[str, Any]) -> list[str]:
     return sorted(keys, key=int)
 
 
+def _paired_cells(v: dict) -> str:
+    """A paired comparison's two table cells: the delta with its bootstrap interval, the seeds-as-units interval."""
+    return f"{_signed(v['delta'])} {_signed_interval(v['ci95'])} | {_signed_interval(v.get('seed_t95'))}"
+
+
 def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
     """study.md: one row per arm (test accuracy and its 95% interval, the paired delta against
     ``reference`` and its interval, the verdict, the accuracy per depth), then the unavailable arms
@@ -92,16 +97,14 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
                   "The arm minus `sft_only` (the stage-2 planner, no round: what the rounds must beat) on the same "
                   "(seed, task) pairs: the paired bootstrap interval, and the seeds as units.", "",
                   "| arm | delta vs sft_only [95% CI] | seeds as units [95% t] |", "|---|---|---|"]
-        lines += [f"| `{name}` | {_signed(v['delta'])} {_signed_interval(v['ci95'])} | "
-                  f"{_signed_interval(v.get('seed_t95'))} |" for name, v in against]
+        lines += [f"| `{name}` | {_paired_cells(v)} |" for name, v in against]
     named = [(name, other, v) for name, a in study["arms"].items() for other, v in (a.get("vs") or {}).items()]
     if named:
         lines += ["", "## The comparisons the study names", "",
                   "Each pair of the study's `compare`, on the same (seed, task) pairs: the paired bootstrap interval, "
                   "and the seeds as units.", "",
                   "| arm | against | delta [95% CI] | seeds as units [95% t] |", "|---|---|---|---|"]
-        lines += [f"| `{name}` | `{other}` | {_signed(v['delta'])} {_signed_interval(v['ci95'])} | "
-                  f"{_signed_interval(v.get('seed_t95'))} |" for name, other, v in named]
+        lines += [f"| `{name}` | `{other}` | {_paired_cells(v)} |" for name, other, v in named]
     rows = [(name, a["per_depth_delta"]) for name, a in study["arms"].items()
             if name != reference and a.get("available") and a.get("per_depth_delta")]
     if rows:
