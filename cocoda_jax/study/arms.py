@@ -150,6 +150,12 @@ ARMS: tuple[Arm, ...] = (
     # diagnostic (not in the presets): the found tasks' variants made at the round's end, not at once
     Arm("found_later", "cocoda, but the variants of a task the search found are planned at the round's end like a "
         "boundary task's, not made when it is admitted", {"rods.thresholds.found_variants": 0}, in_presets=False),
+    # diagnostic (not in the presets): RODS's draw with the unobserved seeds and the settled tasks light, so that the
+    # boundary and the new tasks are not outweighed by the hundreds of seeds no group has observed yet
+    Arm("rods_focus", "cocoda, but in RODS's draw an unobserved seed weighs 0.02 (not 0.5) and a mastered or hard "
+        "task 0.005 (not 0.05) of a boundary task at phi = 1: GRPO's slots go to the tasks the tracker found "
+        "informative first", {"rods.thresholds.explore_weight": 0.02, "rods.thresholds.recheck_weight": 0.005},
+        in_presets=False),
     # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
     Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
         "demonstration: the reinforcement learning practises where SFT showed nothing",
