@@ -1,11 +1,11 @@
 """python seed_groups.py RUN [G] [N_FRESH] [T,...]: where would GRPO's groups carry signal for run RUN's final planner?
 
-Loads run RUN's last checkpoint and plays G (default 8) rollouts of its planner (the run's GRPO sampler) on
+A synthetic-math probe. Loads run RUN's last checkpoint and plays G (default 8) rollouts of its planner (the run's GRPO sampler) on
 (a) RODS's seed tasks (``rods.n_seeds`` training tasks from ``rods.seed_start``: what GRPO draws) and (b)
 N_FRESH (default 192) fresh instances of the training distribution, generated past every split's indices
 (from index 4,000,000: no split, demonstration or decision has seen them). Prints, per class (demonstrated
-seeds and answer-only seeds by depth; fresh instances by category, ``_unseen``: a structure no demonstration
-showed), the tasks, the mean success rate and the share of groups that would be uniform (all G fail or all
+seeds and answer-only seeds by depth; fresh instances by depth and by whether a demonstration showed their
+structure), the tasks, the mean success rate and the share of groups that would be uniform (all G fail or all
 succeed: no GRPO signal). T: sampling temperatures to try (default: the run's own, 1.0; top-p stays the run's).
 """
 import dataclasses
@@ -29,6 +29,7 @@ with open_run(run_dir) as run:
     fresh = list(generate(n_fresh, seed=section.get("seed"), split="train", start=4_000_000,
                           max_depth=section.get("max_depth") or None))
     demonstrated = run.domain.demonstrated
+
     def seed_class(t):
         return f"seed, {'demonstrated' if str(t.id) in demonstrated else 'answer-only'}, depth {t.depth}"
 
