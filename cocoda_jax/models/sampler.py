@@ -13,8 +13,9 @@
   the holes of early stops and padded buckets go, nothing is recomputed); only if that
   is not enough is the history re-prefilled (compactly); if it still does not fit,
   `CacheFullError` is raised.
-* Log-probs are fp32 log p(token) under the model's own (temperature 1, untruncated)
-  distribution, i.e. exactly what the training forward computes for the same tokens.
+* Log-probs are fp32 log p(token) under the distribution the token was drawn from before any
+  truncation: the model's logits over the sampling temperature (greedy: temperature 1), i.e.
+  exactly what the training forward computes for the same tokens at that temperature.
 * Deterministic for a fixed key: the key is split once per decode step.
 * Stop tokens end a row inside the loop; stop strings are matched on the host after
   decoding (via `tokenizer.decode`), the row is cut after the token that completes the
@@ -180,7 +181,8 @@ def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperatu
         i, cache, last_logits, pos, done, key, toks, lps = c
         key, sub = jax.random.split(key)
         tok = sample_logits(sub, last_logits, temperature, top_k, top_p, greedy)
-        lp = token_log_probs(last_logits, tok)  # [b, v], [b] -> [b]
+        scale = jnp.where(greedy, 1.0, jnp.maximum(temperature, 1e-6))
+        lp = token_log_probs(last_logits, tok, scale)  # [b, v], [b] -> [b]
         live = ~done
         tok = jnp.where(live, tok, pad_id)
         toks = toks.at[:, i].set(tok)

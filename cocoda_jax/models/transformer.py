@@ -379,9 +379,9 @@ class Transformer(nnx.Module):
             logits = dense(x, self.lm_head[...].astype(self.dtype), preferred_element_type=jnp.float32)
         return constrain(logits.astype(jnp.float32), ("act_batch", "act_seq", "act_vocab"))
 
-    def target_scores(self, x, targets, chunk: int):
-        """``(log p(targets), targets == argmax)`` [b, t] from the final layer's hidden states ``x``
-        [b, t, d], ``chunk`` positions at a time: the head's fp32 logits exist for one chunk only
+    def target_scores(self, x, targets, chunk: int, temperature: float | jax.Array = 1.0):
+        """``(log p(targets), targets == argmax)`` [b, t] (at ``temperature``) from the final layer's hidden
+        states ``x`` [b, t, d], ``chunk`` positions at a time: the head's fp32 logits exist for one chunk only
         ([b, chunk, v], not [b, t, v]; one micro-batch of a Qwen3 GRPO step is tens of GB of them),
         and the backward recomputes each chunk's logits (``jax.checkpoint``) instead of keeping them.
         The same values as :func:`token_log_probs` on the whole sequence's logits."""
@@ -395,7 +395,7 @@ class Transformer(nnx.Module):
         def one(args):
             xc, tc = args
             logits = self._logits(xc)
-            return token_log_probs(logits, tc), (jnp.argmax(logits, axis=-1) == tc)
+            return token_log_probs(logits, tc, temperature), (jnp.argmax(logits, axis=-1) == tc)
 
         logp, top1 = jax.lax.map(one, (xs, ts))
         unchunk = lambda a: a.swapaxes(0, 1).reshape(b, n * chunk)[:, :t]  # noqa: E731
@@ -564,9 +564,9 @@ def segment_positions(segment_ids: jnp.ndarray) -> jnp.ndarray:
     return idx - jax.lax.cummax(jnp.where(changed, idx, 0), axis=1)
 
 
-def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
-    """fp32 log p(targets) under logits [b, t, v]; targets [b, t]."""
-    lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+def token_log_probs(logits: jnp.ndarray, targets: jnp.ndarray, temperature: float | jax.Array = 1.0) -> jnp.ndarray:
+    """fp32 log p(targets) under logits [b, t, v] divided by ``temperature`` (may be traced); targets [b, t]."""
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
     return jnp.take_along_axis(lp, targets[..., None], axis=-1)[..., 0]
 
 

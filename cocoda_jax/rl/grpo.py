@@ -68,7 +68,10 @@ class GRPOConfig:
     larger one. ``normalize_std``: divide group-centred rewards by the group's std (``False`` is
     Dr. GRPO's unbiased advantage). ``max_tokens``: the constant normaliser of ``constant``.
     ``advantage`` / ``loss``: registered variant names (an unknown one is an
-    :class:`UnknownVariantError` here).
+    :class:`UnknownVariantError` here). ``temperature``: the policy's log-probs in the loss (and the
+    reference's) are those of its logits over it; the run sets it to the rollouts' sampling temperature,
+    so the policy the loss improves is the one that sampled (and the sampler's log-probs are the ratio's
+    ``old_logp``). At 1 the loss scores the model's own distribution.
     """
 
     epsilon: float = 0.2
@@ -80,8 +83,11 @@ class GRPOConfig:
     max_tokens: int = 512
     advantage: str = "grpo"
     loss: str = "grpo"
+    temperature: float = 1.0
 
     def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if not 0 < self.epsilon < 1:
             raise ValueError(f"epsilon must be in (0, 1), got {self.epsilon}")
         if self.epsilon_high is not None and not self.epsilon_high > 0:

@@ -14,6 +14,8 @@ Batches are dicts of arrays aligned with ``tokens`` ``[B, T]`` (what
 * GRPO only: ``advantages`` ``[B]``; ``old_logp`` ``[B, T]`` the sampler's log-prob of
   ``tokens[:, t]`` (optional: absent means on-policy); ``ref_logp`` ``[B, T]`` the frozen
   reference's (needed only when ``beta > 0``: with ``beta == 0`` no reference forward is ever run).
+  The GRPO step and :meth:`Learner.log_probs` score at ``config.grpo.temperature`` (the rollouts'),
+  the SFT step at temperature 1.
 
 Position ``t`` of a per-token column scores ``tokens[:, t]`` given ``tokens[:, :t]``, so column 0
 is never a loss position; the learner compares ``logits[:, :-1]`` with ``tokens[:, 1:]``.
@@ -229,8 +231,8 @@ class Learner:
             return self._grpo(state, batch)
 
     def log_probs(self, params: nnx.State, tokens: Any, valid: Any, prefix: Any = None) -> jax.Array:
-        """``[B, T]`` log-probs of ``tokens[:, t]`` given the tokens before (column 0 is 0): what a
-        frozen reference contributes as ``ref_logp``, or the current policy as ``old_logp``. With a
+        """``[B, T]`` log-probs of ``tokens[:, t]`` given the tokens before (column 0 is 0), at the GRPO
+        temperature: what a frozen reference contributes as ``ref_logp``, or the current policy as ``old_logp``. With a
         shared ``prefix`` ``[n, c]`` (see the module's docstring) ``tokens`` are the rows' own columns and
         column 0 is 0 too (its token follows the prefix, but no loss reads it)."""
         batch = self.shard_batch({"tokens": tokens, "valid": valid, "prefix": prefix})
@@ -272,27 +274,30 @@ class Learner:
         _check_prefix(out, n)
         return self.shard_batch(out)
 
-    def _forward_logp(self, params, tokens, valid, prefix=None, segments=None):
-        """The log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` and whether each is the argmax (every
-        scorer's path); with ``logits_chunk`` the full logits never exist at once. ``prefix``: the
-        rows' shared first tokens; ``segments``: packed rows' episode ids (see the module's docstring)."""
+    def _forward_logp(self, params, tokens, valid, prefix=None, segments=None, temperature=1.0):
+        """The log-probs ``[b, T-1]`` of ``tokens[:, 1:]`` (the logits over ``temperature``) and whether
+        each is the argmax (every scorer's path); with ``logits_chunk`` the full logits never exist at
+        once. ``prefix``: the rows' shared first tokens; ``segments``: packed rows' episode ids (see the
+        module's docstring)."""
         model = nnx.merge(self.graphdef, params)
         chunk = self.config.logits_chunk
         kw = dict(attention_mask=valid, remat=self.config.remat, scan=self.config.scan_layers, prefix=prefix,
                   segment_ids=segments)
         if chunk > 0:
             x = model(tokens, hidden=True, **kw)[:, :-1]
-            return model.target_scores(x, tokens[:, 1:], chunk)
+            return model.target_scores(x, tokens[:, 1:], chunk, temperature)
         logits = model(tokens, **kw)[:, :-1]
-        return token_log_probs(logits, tokens[:, 1:]), jnp.argmax(logits, axis=-1) == tokens[:, 1:]
+        return token_log_probs(logits, tokens[:, 1:], temperature), jnp.argmax(logits, axis=-1) == tokens[:, 1:]
 
     def _log_probs(self, params, tokens, valid, prefix=None):
-        return jnp.pad(self._forward_logp(params, tokens, valid, prefix)[0], ((0, 0), (1, 0)))
+        temperature = self.config.grpo.temperature
+        return jnp.pad(self._forward_logp(params, tokens, valid, prefix, temperature=temperature)[0], ((0, 0), (1, 0)))
 
-    def _shifted_logp(self, params, micro):
-        """Log-probs of ``tokens[:, 1:]``, their argmax hits, and the matching loss mask ``[b, T-1]``."""
+    def _shifted_logp(self, params, micro, temperature=1.0):
+        """Log-probs of ``tokens[:, 1:]`` at ``temperature``, their argmax hits, and the matching loss mask
+        ``[b, T-1]``."""
         logp, top1 = self._forward_logp(params, micro["tokens"], micro["valid"], micro.get("prefix"),
-                                        micro.get("segments"))
+                                        micro.get("segments"), temperature)
         mask = micro["loss_mask"][:, 1:].astype(jnp.float32) * micro["valid"][:, 1:].astype(jnp.float32)
         return top1, logp, mask
 
@@ -306,7 +311,7 @@ class Learner:
                           "nll_sum": sg(-(logp * mask).sum()), "correct_sum": (correct * mask).sum()}
 
     def _grpo_sums(self, params, micro):
-        _, logp, mask = self._shifted_logp(params, micro)
+        _, logp, mask = self._shifted_logp(params, micro, self.config.grpo.temperature)
         old = micro.get("old_logp")
         ref = micro.get("ref_logp")
         sums = G.compute_loss(logp, None if old is None else old[:, 1:], None if ref is None else ref[:, 1:],

@@ -127,7 +127,7 @@ def grpo_learner_config(config: ConfigLike) -> LearnerConfig:
     try:
         grpo = G.GRPOConfig(epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, aggregation=g.aggregation,
                             normalize_std=g.normalize_std, max_tokens=settings.rollout.max_len,
-                            advantage=g.advantage, loss=g.loss)
+                            advantage=g.advantage, loss=g.loss, temperature=settings.rollout.temperature)
     except ValueError as e:
         raise ConfigError(f"config.grpo: {e}") from e
     return LearnerConfig(optim=optim, grpo=grpo, num_micro_batches=g.micro_batches, remat=settings.model.remat,

@@ -156,6 +156,12 @@ ARMS: tuple[Arm, ...] = (
         "task 0.005 (not 0.05) of a boundary task at phi = 1: GRPO's slots go to the tasks the tracker found "
         "informative first", {"rods.thresholds.explore_weight": 0.02, "rods.thresholds.recheck_weight": 0.005},
         in_presets=False),
+    # diagnostic (not in the presets): GRPO's groups sampled hotter. The SFT planner solves a task in all of a group's
+    # rollouts or in none at 1.0, so most groups carry no advantage; the loss scores the policy at the same
+    # temperature (the rollouts' is GRPO's), so the update is on-policy
+    Arm("hot_rollouts", "cocoda, but GRPO's rollouts and the rounds' search sample at temperature 1.5 (not 1.0), and "
+        "GRPO's loss scores the policy at 1.5: groups with both outcomes where the planner is near-deterministic",
+        {"rollout.temperature": 1.5}, in_presets=False),
     # diagnostic (not in the presets): GRPO's seed tasks are the answer-only training tasks
     Arm("rods_answer_only", "cocoda, but RODS's seeds (the tasks GRPO draws) are training tasks without a "
         "demonstration: the reinforcement learning practises where SFT showed nothing",
@@ -173,9 +179,10 @@ _BY_NAME = {a.name: a for a in ARMS}
 #: stages 1-2 (warm library, SFT, round 0's evaluation) at a seed, so the study runs that prefix once.
 #: ``reward.*`` is among them: stages 1-2 never read the reward, and round 0's record, which reports the
 #: validation reward, is measured again under the cell's own reward when a cell resumes from a prefix
-#: saved under another (``runs/coevolve.py``, ``_round0_under_this_reward``).
+#: saved under another (``runs/coevolve.py``, ``_round0_under_this_reward``). ``rollout.temperature``: only
+#: sampled rollouts read it (the rounds' GRPO and search); stages 1-2 and every evaluation are greedy.
 STAGE3_ONLY = ("coevolve.acceptance.", "coevolve.mine_in_rounds", "coevolve.rounds", "coevolve.replicate", "rods.",
-               "reward.", "coevolve.explore_")
+               "reward.", "coevolve.explore_", "rollout.temperature")
 
 
 def prefix_key(arm: Arm) -> tuple[tuple[str, Any], ...]:

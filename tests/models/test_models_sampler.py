@@ -31,13 +31,13 @@ def forward(model):
 FULL_LEN = 64
 
 
-def _full_log_probs(forward, seq):
-    """Training-forward log-probs of seq[1:] and logits; right-padded to one length (causal,
-    so padding after the sequence changes nothing) to compile once."""
+def _full_log_probs(forward, seq, temperature=1.0):
+    """Training-forward log-probs of seq[1:] (at ``temperature``) and logits; right-padded to one length
+    (causal, so padding after the sequence changes nothing) to compile once."""
     n = len(seq)
     padded = jnp.asarray([list(seq) + [0] * (FULL_LEN - n)])
     logits = forward(padded)
-    lp = token_log_probs(logits[:, :-1], padded[:, 1:])
+    lp = token_log_probs(logits[:, :-1], padded[:, 1:], temperature)
     return np.asarray(lp)[0, :n - 1], np.asarray(logits)[0, :n]
 
 
@@ -92,12 +92,15 @@ def test_greedy_deterministic_and_equals_recomputation(model, forward):
         chex.assert_type(lp, np.float32)
 
 
-def test_sampled_log_probs_equal_training_forward(model, forward):
+@pytest.mark.parametrize("greedy", [False, True])
+def test_sampled_log_probs_equal_training_forward(model, forward, greedy):
+    """The sampler's log-probs are the training forward's at the sampling temperature, before the top-k /
+    top-p truncation (greedy: temperature 1)."""
     s = Sampler(model, cache_size=64)
-    p = SamplingParams(max_new_tokens=10, temperature=1.3, top_k=20, top_p=0.9)
+    p = SamplingParams(max_new_tokens=10, temperature=1.3, top_k=20, top_p=0.9, greedy=greedy)
     r = s.generate(PROMPTS, p, jax.random.key(3))
     for prompt, gen, lp in zip(PROMPTS, r.tokens, r.log_probs):
-        ref_lp, _ = _full_log_probs(forward, prompt + gen)
+        ref_lp, _ = _full_log_probs(forward, prompt + gen, 1.0 if greedy else 1.3)
         np.testing.assert_allclose(lp, ref_lp[len(prompt) - 1:], atol=2e-5)
 
 

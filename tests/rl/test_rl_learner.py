@@ -9,6 +9,7 @@ import pytest
 
 from cocoda_jax.models import ModelConfig, create_model, make_mesh, train_bpe_tokenizer
 from cocoda_jax.models.config import tiny
+from cocoda_jax.models.transformer import token_log_probs
 from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import trajectory as tr
 from cocoda_jax.rl.learner import BatchError, Learner, LearnerConfig
@@ -136,6 +137,37 @@ def test_beta_zero_needs_no_reference_and_matches_the_pure_loss(small_model):
     strict = Learner(small_model, LearnerConfig(optim=SGD, grpo=G.GRPOConfig(beta=0.01)))
     with pytest.raises(BatchError, match="ref_logp"):
         strict.grpo_step(strict.init_state(), data)
+
+
+def test_grpo_scores_at_its_temperature_and_sft_at_one(small_model):
+    """``grpo.temperature``: the GRPO step's log-probs (chunked head or not) are the logits' over it, and
+    its loss is the pure loss on them; the SFT step never reads it (demonstrations train the model's own
+    distribution)."""
+    data = _batch(3)
+    del data["ref_logp"]
+    cfg = G.GRPOConfig(beta=0.0, aggregation="token_mean", temperature=1.7)
+    hot = Learner(small_model, LearnerConfig(optim=SGD, grpo=cfg))
+    chunked = Learner(small_model, LearnerConfig(optim=SGD, grpo=cfg, logits_chunk=8))
+    state = hot.init_state()
+    logits = hot.model(state)(jax.numpy.asarray(data["tokens"]), attention_mask=jax.numpy.asarray(data["valid"]))
+    want = np.asarray(token_log_probs(logits[:, :-1], data["tokens"][:, 1:], 1.7))
+    got = np.asarray(hot.log_probs(state.params, data["tokens"], data["valid"]))
+    np.testing.assert_allclose(got[:, 1:], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(chunked.log_probs(state.params, data["tokens"], data["valid"])), got,
+                               rtol=1e-5, atol=1e-5)
+    plain = np.asarray(token_log_probs(logits[:, :-1], data["tokens"][:, 1:]))
+    assert np.abs(plain - want).max() > 1e-2
+    mask = (data["loss_mask"] * data["valid"])[:, 1:]
+    pure = G.finalize(G.grpo_loss(want, data["old_logp"][:, 1:], None, data["advantages"], mask, cfg))
+    _, metrics = hot.grpo_step(hot.init_state(), data)
+    for key in ("loss", "ratio", "entropy"):
+        np.testing.assert_allclose(float(metrics[key]), float(pure[key]), rtol=1e-5, err_msg=key)
+    cold = Learner(small_model, LearnerConfig(optim=SGD, grpo=G.GRPOConfig(beta=0.0, aggregation="token_mean")))
+    sft_hot, sft_cold = (jax.device_get(lr.sft_step(lr.init_state(), data)) for lr in (hot, cold))
+    chex.assert_trees_all_close(sft_hot[1], sft_cold[1])
+    chex.assert_trees_all_close(sft_hot[0].params, sft_cold[0].params)
+    with pytest.raises(ValueError, match="temperature"):
+        G.GRPOConfig(temperature=0.0)
 
 
 def test_the_configured_loss_variant_is_the_one_that_steps(small_model):

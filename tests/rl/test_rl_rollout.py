@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from cocoda_jax.data import synthetic_math as sm
 from cocoda_jax.models import create_model, train_bpe_tokenizer
 from cocoda_jax.models.config import tiny
+from cocoda_jax.rl import grpo as G
 from cocoda_jax.rl import loop as L
 from cocoda_jax.rl import trajectory as T
 from cocoda_jax.rl.learner import Learner, LearnerConfig
@@ -53,18 +54,26 @@ def test_records_are_what_the_model_saw(setup, math_library, sandbox):
         assert all(lp <= 0.0 for lp in rec.old_logp)
 
 
-def test_sampler_log_probs_match_the_trainer(setup, math_library, sandbox):
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (1.5, 0.95), (0.6, 1.0)])
+def test_sampler_log_probs_match_the_trainer(setup, math_library, sandbox, temperature, top_p):
+    """At any sampling temperature (nucleus truncation or not) the sampler's log-prob of each sampled
+    token is the trainer's at the GRPO temperature: the first epoch's ratio is 1, not a temperature gap."""
     tasks, tok, model = setup
-    trajs, records = sample_rollouts(model, tok, tasks[:4], math_library, sandbox, sampling=RC.sampling(),
+    rc = L.RolloutConfig(max_steps=2, max_len=RC.max_len, max_new_tokens=12, temperature=temperature, top_p=top_p)
+    trajs, records = sample_rollouts(model, tok, tasks[:4], math_library, sandbox, sampling=rc.sampling(),
                                      key=jax.random.key(1), max_steps=2, max_len=RC.max_len,
                                      cards=all_cards(math_library, "bare"))
     length = bucket_length(max(len(r) for r in records), 64, RC.max_len)
     batch = grpo_batch(records, np.zeros(len(records)), length, tok.pad_id)
-    learner = Learner(model, LearnerConfig())
+    learner = Learner(model, LearnerConfig(grpo=G.GRPOConfig(temperature=temperature)))
     trainer = np.asarray(learner.log_probs(learner.init_state().params, batch["tokens"], batch["valid"]))
     mask = batch["loss_mask"] > 0
     assert mask.sum() > 10
     np.testing.assert_allclose(trainer[mask], batch["old_logp"][mask], atol=2e-4)
+    if temperature != 1.0:  # and it is not the model's own distribution's
+        plain = np.asarray(Learner(model, LearnerConfig()).log_probs(learner.init_state().params, batch["tokens"],
+                                                                     batch["valid"]))
+        assert np.abs(plain[mask] - batch["old_logp"][mask]).max() > 1e-2
 
 
 def test_same_key_same_rollouts_and_new_key_differs(setup, math_library, sandbox):

@@ -157,6 +157,16 @@ def test_the_builders_take_a_config_or_its_settings():
     assert settings.section is not None and settings.RunSettings is RunSettings
 
 
+
+@pytest.mark.parametrize("temperature", [1.0, 1.5])
+def test_grpo_scores_at_the_rollouts_temperature(temperature):
+    """One knob: ``rollout.temperature`` samples the rollouts and is the temperature GRPO's loss scores
+    the policy at; the SFT and refresh learners score the model's own distribution."""
+    c = default.get_config()
+    c.rollout.temperature = temperature
+    assert builders.grpo_learner_config(c).grpo.temperature == temperature
+    assert builders.sft_learner_config(c).grpo.temperature == 1.0
+
 # ------------------------------------------------------------------------------------------------
 # Optional keys keep their old defaults; no other key gets one
 # ------------------------------------------------------------------------------------------------
