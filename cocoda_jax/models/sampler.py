@@ -121,12 +121,17 @@ def categorical(key, logits):
     return first_argmax(jax.random.gumbel(key, logits.shape, logits.dtype) + logits)
 
 
+def _safe_temperature(temperature):
+    """``temperature`` kept off zero, so a traced 0 divides nothing by zero (greedy decoding is its own branch)."""
+    return jnp.maximum(temperature, 1e-6)
+
+
 def sample_logits(key, logits, temperature, top_k, top_p, greedy):
     """One token per row from fp32 logits [b, v]; all knobs may be traced."""
     logits = logits.astype(jnp.float32)
 
     def plain():  # no truncation: no sort over the vocabulary
-        return categorical(key, logits / jnp.maximum(temperature, 1e-6))
+        return categorical(key, logits / _safe_temperature(temperature))
 
     def sampled():
         return jax.lax.cond((top_k > 0) | (top_p < 1.0),
@@ -137,7 +142,7 @@ def sample_logits(key, logits, temperature, top_k, top_p, greedy):
 
 def _sample_truncated(key, logits, temperature, top_k, top_p):
     v = logits.shape[-1]
-    scaled = logits / jnp.maximum(temperature, 1e-6)
+    scaled = logits / _safe_temperature(temperature)
     srt = jnp.sort(scaled, axis=-1)[:, ::-1]
     kth = jnp.take_along_axis(srt, jnp.full((srt.shape[0], 1), jnp.clip(top_k - 1, 0, v - 1)), axis=-1)
     use_k = top_k > 0
@@ -181,7 +186,7 @@ def _generate_fn(graphdef, params, cache, last_logits, pos, done, key, temperatu
         i, cache, last_logits, pos, done, key, toks, lps = c
         key, sub = jax.random.split(key)
         tok = sample_logits(sub, last_logits, temperature, top_k, top_p, greedy)
-        scale = jnp.where(greedy, 1.0, jnp.maximum(temperature, 1e-6))
+        scale = jnp.where(greedy, 1.0, _safe_temperature(temperature))
         lp = token_log_probs(last_logits, tok, scale)  # [b, v], [b] -> [b]
         live = ~done
         tok = jnp.where(live, tok, pad_id)

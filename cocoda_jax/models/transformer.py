@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from cocoda_jax.models.config import ModelConfig
-from cocoda_jax.models.sharding import constrain, named_sharding, param_shardings
+from cocoda_jax.models.sharding import constrain, param_shardings
 
 _NEG = -0.7 * float(jnp.finfo(jnp.float32).max)
 
