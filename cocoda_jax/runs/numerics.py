@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -148,12 +149,40 @@ def configure(environ: dict[str, str] | None = None, *, started: Sequence[str] |
     return pinned
 
 
+#: x86-64 vector ISAs from the widest, each with the ``/proc/cpuinfo`` flag that says the CPU has it.
+_X86_ISAS = (("AVX512", "avx512f"), ("AVX2", "avx2"), ("AVX", "avx"), ("SSE4.2", "sse4_2"))
+
+
+def host_cpu(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The CPU whose choices decide the floats when the setting is off: its model, the widest x86 vector
+    ISA it offers (what XLA:CPU generates code for; empty off x86 or where unknown) and the cores this
+    process may use (the size of XLA:CPU's intra-op pool). ``cpuinfo``: the text of ``/proc/cpuinfo``
+    (read when ``None``; empty where the system has none)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())  # the first processor's
+    flags = set(fields.get("flags", "").split())
+    isa = next((name for name, flag in _X86_ISAS if flag in flags), "")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    return {"machine": platform.machine(), "model": fields.get("model name", "") or platform.processor(), "isa": isa,
+            "cores": int(cores)}
+
+
 def status(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What this process's numerics ran under, for a run's report: off, or the pinned variables as
-    they are in the environment (a replay compares this and the software's versions)."""
+    they are in the environment (a replay compares this and the software's versions), and the host's
+    CPU (:func:`host_cpu`: what decides the floats when the setting is off)."""
     environ = os.environ if environ is None else environ
     pinned = setting(environ)
-    versions = _versions()
+    versions = {**_versions(), "cpu": host_cpu()}
     if pinned is None:
         return {"portable": False, "setting": OFF, **versions}
     env = pinned.environment()
@@ -175,6 +204,24 @@ def _versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[dist] = "absent"
     return out
+
+
+def float_path(recorded: Mapping[str, Any] | None) -> str:
+    """A label for the float path a run's :func:`status` says it ran on: two runs of one config and commit
+    with different labels are not expected to give the same bits. Under the setting: the setting and the
+    versions; off: the host's CPU too (its model, ISA and cores), which a report written before the CPU was
+    recorded does not name. Why: cells run on two machines with the setting off are two float paths, so
+    their stages 1-2 differ and a paired delta between them also holds the machines' difference."""
+    if not recorded:
+        return "not recorded"
+    versions = ", ".join(f"{k} {recorded.get(k, '?')}" for k in ("jax", "jaxlib", "numpy"))
+    if recorded.get("portable"):
+        return f"{recorded.get('setting')}; {versions}"
+    cpu = recorded.get("cpu")
+    if not cpu:
+        return f"host numerics on a CPU not recorded; {versions}"
+    return (f"host numerics on {cpu.get('model') or cpu.get('machine') or '?'} ({cpu.get('isa') or 'ISA unknown'}, "
+            f"{cpu.get('cores')} core(s)); {versions}")
 
 
 #: What decides a run's floats, of :func:`status`: a resume under other values would not continue the run's numbers.
@@ -232,7 +279,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 __all__ = ["ENV", "ISA", "NUMPY_DISPATCH", "NumericsSettingError", "OFF", "PortableNumerics", "TIMING_KEYS",
-           "XLA_CPU_FLAGS", "apply", "configure", "replay_differences", "setting", "status"]
+           "XLA_CPU_FLAGS", "apply", "configure", "float_path", "host_cpu", "replay_differences", "setting", "status"]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -11,7 +11,9 @@ same seed that ran under exactly its config by another name: the null arm ``coco
 ``cocoda``'s second stream ``cocoda@1`` (:func:`~cocoda_jax.study.arms.streams`) cell for cell. A cell this study has already finished is kept; one it has started but not
 finished is refused (two runs of one cell: the user chooses which to keep); an empty one is filled.
 The code a cell ran under is not recorded, so gathering cells of different commits is the user's
-claim to make.
+claim to make. Its float path is (its report's ``numerics``, host CPU included): the study groups the
+cells by it (study.json's ``float_paths``), since cells of one config from two machines with the portable
+setting off start from different stages 1-2.
 """
 
 from __future__ import annotations

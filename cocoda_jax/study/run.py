@@ -54,6 +54,7 @@ import ml_collections
 import numpy as np
 
 from cocoda_jax.errors import ConfigError
+from cocoda_jax.runs import numerics as numerics_lib
 from cocoda_jax.runs import xla_cache as xla_cache_lib
 from cocoda_jax.study import arms as A
 from cocoda_jax.study import gather as gather_lib
@@ -139,7 +140,7 @@ def _reuse_finished_prefixes(study_config: ml_collections.ConfigDict, workdir: P
     (``numerics.json``: the portable setting, jax/jaxlib/numpy versions). A stream or an arm added to a
     finished study then computes only its stage 3. Returns the cells started so (``ARM/seed_S``)."""
     from cocoda_jax import checkpoint as ckpt  # here: the study's own process stays light
-    from cocoda_jax.runs import numerics, rundir
+    from cocoda_jax.runs import rundir
 
     started: list[str] = []
     finished: dict[int, list[Path]] = {}  # per seed: the scan reads every cell's prefix.json
@@ -159,8 +160,8 @@ def _reuse_finished_prefixes(study_config: ml_collections.ConfigDict, workdir: P
             current = ckpt.to_jsonable(A.cell_config(study_config.run, owner, seed).to_dict(), "config")
             changed = rundir.run_identity_changes(json.loads(saved.read_text()), current)
             if (pdir / rundir.RUN_NUMERICS).exists():  # jax/jaxlib/numpy as the prefix ran: else not its float path
-                changed += numerics.resume_differences(json.loads((pdir / rundir.RUN_NUMERICS).read_text()),
-                                                       numerics.status())
+                changed += numerics_lib.resume_differences(json.loads((pdir / rundir.RUN_NUMERICS).read_text()),
+                                                           numerics_lib.status())
             if changed:
                 log(f"{arm.name}/seed_{seed}: the finished prefix {pdir.relative_to(workdir)} ran under another "
                     f"config ({'; '.join(changed[:3])}), not reused")
@@ -686,7 +687,9 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
     over those means, and the arm's entry adds ``per_stream`` and ``stream_sd``. An arm whose cells have
     round records adds ``rounds`` (:func:`cocoda_jax.study.rounds.summary`: what its rounds did).
     ``compare``: arm -> other arms (:func:`~cocoda_jax.study.arms.comparisons`); the arm's entry adds
-    ``vs`` = {other: the paired delta, its bootstrap interval and the seeds-as-units interval}."""
+    ``vs`` = {other: the paired delta, its bootstrap interval and the seeds-as-units interval}.
+    ``float_paths``: each float path the cells' reports say they ran on (:func:`cocoda_jax.runs.numerics.float_path`)
+    -> the cells on it; more than one means some pairs also compare machines (their stages 1-2 differ)."""
     streams = streams or {}
     names_of = {a.name: list(streams.get(a.name) or [a.name]) for a in selected if a.available}
     outcomes = {name: {s: _outcomes(reports, names, s) for s in seeds} for name, names in names_of.items()}
@@ -732,8 +735,12 @@ def summarize(selected: Sequence[A.Arm], seeds: Sequence[int], reports: Mapping[
                                                                      structures, seeds, b=b, seed=boot_seed)
         out_arms[a.name] = entry
     n_streams = max((len(v) for v in names_of.values()), default=1)
+    float_paths: dict[str, list[str]] = {}
+    for cell in sorted({(n, s) for names in names_of.values() for n in names for s in seeds}):
+        path = numerics_lib.float_path(reports[cell].get("numerics"))
+        float_paths.setdefault(path, []).append(f"{cell[0]}/seed_{cell[1]}")
     return {"seeds": list(seeds), "n_test": int(n_test), "streams": n_streams, "arms": out_arms,
-            "wall_s": float(wall_s)}
+            "wall_s": float(wall_s), "float_paths": float_paths}
 
 
 __all__ = ["REFERENCE", "cell_dir", "core_slots", "end_with_parent", "finished_report", "plan_study", "run_study", "summarize", "task_depths",

@@ -58,6 +58,13 @@ def markdown(study: Mapping[str, Any], reference: str = "cocoda") -> str:
         "the per-seed deltas (each seed a whole training run: wider, it counts all the variation between runs, "
         "which the bootstrap's seed level understates with three seeds).", "",
     ]
+    paths = study.get("float_paths") or {}
+    if len(paths) > 1:
+        lines += [f"Float paths: these cells ran on {len(paths)} (a cell's report records its numerics and, since "
+                  "that was added, its host's CPU). With the portable setting off, cells of one config on two "
+                  "machines are two float paths, so their stages 1-2 differ and a paired delta between them also "
+                  "holds the machines' difference, as a second stream would:", ""]
+        lines += [f"- {path}: {', '.join(cells)}" for path, cells in paths.items()] + [""]
     n_streams = int(study.get("streams", 1))
     with_rounds = {int(a.get("streams", 1)) for a in study["arms"].values() if a.get("available") and "rounds" in a}
     if n_streams > 1:

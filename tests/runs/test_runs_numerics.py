@@ -118,3 +118,33 @@ def test_the_installed_xla_accepts_the_flags_and_the_bits_do_not_follow_the_core
 
 def test_the_report_field_is_json():
     assert json.loads(json.dumps(N.status(N.apply({N.ENV: "1"}))))["PJRT_NPROC"] == "1"
+
+
+_CPUINFO = """processor\t: 0
+model name\t: Example CPU 9000
+flags\t\t: fpu sse4_2 avx avx2 fma
+processor\t: 1
+model name\t: Example CPU 9000
+flags\t\t: fpu sse4_2 avx avx2 fma avx512f
+"""
+
+
+def test_the_host_cpu_is_read_from_the_first_processor():
+    cpu = N.host_cpu(_CPUINFO)
+    assert cpu["model"] == "Example CPU 9000" and cpu["isa"] == "AVX2"  # the first processor's flags
+    assert cpu["cores"] >= 1 and cpu["machine"]
+    assert N.host_cpu("")["isa"] == ""  # no /proc/cpuinfo: nothing claimed
+    assert set(N.status({})["cpu"]) == {"machine", "model", "isa", "cores"}
+
+
+def test_float_paths_separate_hosts_only_when_the_setting_is_off():
+    off = N.status({})
+    other_host = {**off, "cpu": {**off["cpu"], "isa": "AVX512" if off["cpu"]["isa"] != "AVX512" else "AVX2"}}
+    assert N.float_path(off) == N.float_path(dict(off))
+    assert N.float_path(off) != N.float_path(other_host)  # the host's ISA decides the floats when off
+    pinned = N.status(N.apply({N.ENV: "1"}))
+    pinned_elsewhere = {**pinned, "cpu": other_host["cpu"]}
+    assert N.float_path(pinned) == N.float_path(pinned_elsewhere)  # under the setting the host does not
+    assert N.float_path(pinned) != N.float_path(N.status(N.apply({N.ENV: "2"})))  # its thread count does
+    assert N.float_path({k: v for k, v in off.items() if k != "cpu"}).startswith("host numerics on a CPU not recorded")
+    assert N.float_path(None) == N.float_path({}) == "not recorded"

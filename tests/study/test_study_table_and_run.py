@@ -49,7 +49,9 @@ def test_run_study_schema_files_and_resume(tmp_path, an_unavailable_arm):
     assert len(calls) == 4
     assert any("ETA" in line for line in lines)
     assert "elapsed with 1 worker(s)" in lines[-1]
-    assert set(study) == {"seeds", "n_test", "streams", "arms", "wall_s"}
+    assert set(study) == {"seeds", "n_test", "streams", "arms", "wall_s", "float_paths"}
+    assert study["float_paths"] == {"not recorded": ["cocoda/seed_13", "cocoda/seed_42", "frozen_library/seed_13",
+                                                     "frozen_library/seed_42"]}  # the fake reports record none
     assert study["seeds"] == [13, 42] and study["n_test"] == cfg.run.domain.n_test and study["streams"] == 1
     keys = {"test_acc", "ci95", "per_seed", "per_depth", "delta_vs_cocoda", "delta_ci95", "delta_seed_t95",
             "per_depth_delta", "available", "streams"}
@@ -98,6 +100,25 @@ def test_markdown_rows_and_verdicts(tmp_path):
     assert "- `direct`: no knob" in md
     paths = T.write_all(study, tmp_path, {"cocoda": [[{"round": 0, "val_accuracy": 0.2}]]})
     assert len(paths) == 4 and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_cells_of_two_hosts_are_two_float_paths_and_the_table_says_so():
+    """A study gathered from machines with the portable setting off pairs two float paths: study.json
+    groups the cells by the path their reports record, and study.md names them; one path adds nothing."""
+    outcomes = {f"t{i}": i % 2 for i in range(8)}
+    here = {"portable": False, "setting": "off", "jax": "1", "jaxlib": "1", "numpy": "2",
+            "cpu": {"machine": "x86_64", "model": "A", "isa": "AVX2", "cores": 1}}
+    there = {**here, "cpu": {**here["cpu"], "model": "B", "isa": "AVX512"}}
+    reports = {("cocoda", 1): {"test_outcomes": outcomes, "numerics": there},
+               ("no_gar", 1): {"test_outcomes": outcomes, "numerics": here}}
+    arms = [A.get("cocoda"), A.get("no_gar")]
+    study = R.summarize(arms, [1], reports, {1: {}}, n_test=8, wall_s=1.0, b=50)
+    assert sorted(study["float_paths"].values()) == [["cocoda/seed_1"], ["no_gar/seed_1"]]
+    assert "Float paths: these cells ran on 2" in T.markdown(study)
+    same = R.summarize(arms, [1], {k: {**v, "numerics": here} for k, v in reports.items()}, {1: {}}, n_test=8,
+                       wall_s=1.0, b=50)
+    assert list(same["float_paths"].values()) == [["cocoda/seed_1", "no_gar/seed_1"]]
+    assert "Float paths" not in T.markdown(same)
 
 
 def test_study_config_presets():
