@@ -1,7 +1,6 @@
 """The embedded default of the main job (``launch/coevolve.py``): the tiny planner on synthetic math,
-on the CPU, in minutes (about 20 min on 2 cores, estimated: 907 s with packed SFT rows before the rounds' search,
-docs/experiments.md section W, and about 5 min of one core for the search and its variants, section Z;
-6 min 58 s on 2 idle cores before stage 2 and the rounds' refresh grew, section M).
+on the CPU, in minutes (904 s on 2 idle cores, measured 2026-12-07, docs/experiments.md section AC;
+6 min 58 s before stage 2 and the rounds' refresh grew, section M).
 
 It starts from every section's declared defaults (``cocoda_jax.runs.settings.default_config``: each
 default has one home, its section's dataclass) and sets what has no default and what this run
