@@ -33,6 +33,7 @@ starts JAX, so ``python -m launch.<name>`` and every child it starts run under i
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import platform
 import sys
@@ -153,17 +154,24 @@ def configure(environ: dict[str, str] | None = None, *, started: Sequence[str] |
 _X86_ISAS = (("AVX512", "avx512f"), ("AVX2", "avx2"), ("AVX", "avx"), ("SSE4.2", "sse4_2"))
 
 
+@functools.cache
+def _proc_cpuinfo() -> str:
+    """``/proc/cpuinfo`` once a process (it does not change; the cores a process may use can, so they are read
+    each time); empty where the system has none."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def host_cpu(cpuinfo: str | None = None) -> dict[str, Any]:
     """The CPU whose choices decide the floats when the setting is off: its model, the widest x86 vector
     ISA it offers (what XLA:CPU generates code for; empty off x86 or where unknown) and the cores this
     process may use (the size of XLA:CPU's intra-op pool). ``cpuinfo``: the text of ``/proc/cpuinfo``
     (read when ``None``; empty where the system has none)."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-                cpuinfo = f.read()
-        except OSError:
-            cpuinfo = ""
+        cpuinfo = _proc_cpuinfo()
     fields: dict[str, str] = {}
     for line in cpuinfo.splitlines():
         key, sep, value = line.partition(":")

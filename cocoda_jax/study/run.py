@@ -144,6 +144,7 @@ def _reuse_finished_prefixes(study_config: ml_collections.ConfigDict, workdir: P
 
     started: list[str] = []
     finished: dict[int, list[Path]] = {}  # per seed: the scan reads every cell's prefix.json
+    numerics_now = numerics_lib.status()
     for arm, seed in cells:
         if _started(cell_dir(workdir, arm.name, seed)):
             continue
@@ -161,7 +162,7 @@ def _reuse_finished_prefixes(study_config: ml_collections.ConfigDict, workdir: P
             changed = rundir.run_identity_changes(json.loads(saved.read_text()), current)
             if (pdir / rundir.RUN_NUMERICS).exists():  # jax/jaxlib/numpy as the prefix ran: else not its float path
                 changed += numerics_lib.resume_differences(json.loads((pdir / rundir.RUN_NUMERICS).read_text()),
-                                                           numerics_lib.status())
+                                                           numerics_now)
             if changed:
                 log(f"{arm.name}/seed_{seed}: the finished prefix {pdir.relative_to(workdir)} ran under another "
                     f"config ({'; '.join(changed[:3])}), not reused")
