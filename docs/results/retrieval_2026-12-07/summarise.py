@@ -7,6 +7,7 @@ import collections
 import json
 import pathlib
 import re
+import statistics
 import sys
 
 from scipy import stats
@@ -27,7 +28,7 @@ for (sg, moves, w), by_domain in per.items():
     n = sum(q for _, q in by_domain.values())
     pooled = sum(v * q for v, q in by_domain.values()) / n
     mean = sum(vals) / len(vals)
-    half = (stats.t.ppf(0.975, len(vals) - 1) * stats.tstd(vals) / len(vals) ** 0.5) if len(vals) > 1 else None
+    half = (stats.t.ppf(0.975, len(vals) - 1) * statistics.stdev(vals) / len(vals) ** 0.5) if len(vals) > 1 else None
     out.append({"subgoals": sg, "dag_moves": moves, "encoder_weight": w, "pooled": round(pooled, 4),
                 "questions": n, "domains": len(vals),
                 "interval_95_domains_as_units": None if half is None else [round(mean - half, 4), round(mean + half, 4)],
