@@ -12,7 +12,9 @@ featuriser is a deterministic hash, the model is trained from scratch in seconds
 
 **Features** (:class:`HashedFeaturizer`): stemmed content words (:func:`~.rankers.words`), word
 bigrams and the character 3- and 4-grams of each word with boundary marks, each hashed with crc32
-into ``buckets`` ids (0 is padding), at most ``max_len`` per text.
+into ``buckets`` ids (0 is padding), at most ``max_len`` per text. With ``value_shapes``, also how the
+text writes its values (:func:`~.literals.value_shapes`: ``7:6``, ``$``, ``%``, how many numbers), which
+the words drop and a new phrasing keeps.
 
 **Model** (:class:`DualEncoder`, Flax NNX): one shared embedding table, mean-pooled over a text's
 features, then a per-tower residual linear map and l2 normalisation; the score of (query, tool) is
@@ -40,6 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from cocoda_jax.errors import CocodaError
+from cocoda_jax.retrieval.literals import value_shapes
 from cocoda_jax.retrieval.rankers import _SubsetRanking, words
 
 
@@ -60,6 +63,7 @@ class EncoderConfig:
     card_views: int = 6
     usage_views: int = 0
     feature_dropout: float = 0.0
+    value_shapes: bool = False
     seed: int = 0
 
     def __post_init__(self):
@@ -78,13 +82,15 @@ class EncoderConfig:
             raise EncoderError(f"EncoderConfig.feature_dropout must be in [0, 1), got {self.feature_dropout!r}")
         if not self.weight_decay >= 0:
             raise EncoderError(f"EncoderConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not isinstance(self.value_shapes, bool):
+            raise EncoderError(f"EncoderConfig.value_shapes must be a bool, got {self.value_shapes!r}")
 
 
 class HashedFeaturizer:
     """Text -> padded feature ids (see the module docstring); deterministic across processes."""
 
-    def __init__(self, buckets: int, max_len: int):
-        self.buckets, self.max_len = buckets, max_len
+    def __init__(self, buckets: int, max_len: int, value_shapes: bool = False):
+        self.buckets, self.max_len, self.value_shapes = buckets, max_len, value_shapes
 
     @functools.lru_cache(maxsize=1 << 16)
     def _hash(self, token: str) -> int:
@@ -93,6 +99,8 @@ class HashedFeaturizer:
     def features(self, text: str) -> list[int]:
         ws = words(text)
         toks = [f"w:{w}" for w in ws] + [f"b:{a}_{b}" for a, b in zip(ws, ws[1:])]
+        if self.value_shapes:
+            toks += [f"v:{shape}" for shape in value_shapes(text)]
         for w in dict.fromkeys(ws):
             padded = f"<{w}>"
             toks += [f"c:{padded[i:i + n]}" for n in (3, 4) for i in range(len(padded) - n + 1)]
@@ -229,7 +237,7 @@ def train_encoder(tool_names: Sequence[str], tool_texts: Sequence[str], pairs: S
         raise EncoderError(f"train_encoder needs one text per tool and at least one tool, got "
                            f"{len(tool_names)} names and {len(tool_texts)} texts")
     _, DualEncoder = _model_classes()
-    feat = HashedFeaturizer(config.buckets, config.max_len)
+    feat = HashedFeaturizer(config.buckets, config.max_len, config.value_shapes)
     queries, targets = training_pairs(tool_names, tool_texts, pairs, config)
     q_ids, q_mask = feat(queries)
     t_ids, t_mask = feat(list(tool_texts))
@@ -373,7 +381,8 @@ def add_usage_rankers(index, usage, ranker: str, *, config: EncoderConfig = USAG
         index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, weight)]))
     return {"train_s": round(time.perf_counter() - t0, 1), "usage_pairs": len(pairs), "steps": config.steps,
             "card_views": config.card_views, "width": config.width, "buckets": config.buckets, "seed": config.seed,
-            "members": members, "weight": weight, "cached": _usage_encoder.cache_info().hits > hits, **single}
+            "members": members, "weight": weight,
+            "value_shapes": config.value_shapes, "cached": _usage_encoder.cache_info().hits > hits, **single}
 
 
 @functools.lru_cache(maxsize=4)

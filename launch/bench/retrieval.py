@@ -131,6 +131,8 @@ _SUBGOALS = flags.DEFINE_enum("subgoals", "question", list(SUBGOAL_MODES),
                                "(retrieve_many); the other rows stay question-level.")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
                                         "--encoder_seed).")
+_ENCODER_VALUE_SHAPES = flags.DEFINE_boolean("encoder_value_shapes", False, "--domain mode: the encoders also read "
+                                             "how a text writes its values (EncoderConfig.value_shapes).")
 
 
 def _mechanical(r) -> int:
@@ -253,7 +255,8 @@ def domain_library(domain: str, seed: int, heldout: str = "instances", n_queries
 def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int, counter, heldout: str = "instances",
                      grow_library_to: int = 0, n_train: int = 2000, ranker: str | None = None,
                      ablation: bool = False, encoder_seed: int = 0, encoder_members: int = 1,
-                     encoder_weight: float = 1.0, subgoals: str = "question") -> dict:
+                     encoder_weight: float = 1.0, subgoals: str = "question",
+                     encoder_value_shapes: bool = False) -> dict:
     """The ``--domain`` mode (see the module doc). ``ranker`` adds ``typed_dag_ranked`` (the prompt's
     cascade with that ranker in L2), ``flat_ranker``, ``flat_ranker_usage`` and ``raptor``, all with
     the same ranker; ``ablation`` one ``ablate_*`` row per stage of ``typed_dag_ranked``; ``subgoals="clauses"``:
@@ -299,7 +302,8 @@ def domain_questions(domain: str, split: str, k: int, n_queries: int, seed: int,
 
         if ranker != "bm25":
             facts = add_usage_rankers(index, usage, ranker, members=encoder_members, weight=encoder_weight,
-                                      config=dataclasses.replace(USAGE_ENCODER, seed=encoder_seed))
+                                      config=dataclasses.replace(USAGE_ENCODER, seed=encoder_seed,
+                                                                 value_shapes=encoder_value_shapes))
             if facts:
                 extra["encoder"] = facts
         ranked = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker=ranker,
@@ -382,8 +386,8 @@ def main(argv):
         _write(domain_questions(_DOMAIN.value, _SPLIT.value, _K.value, n_queries, _SEED.value, counter,
                                 _HELDOUT.value, _GROW.value, ranker=ranker, ablation=_ABLATION.value,
                                 encoder_seed=_ENCODER_SEED.value, encoder_members=_ENCODER_MEMBERS.value,
-                                subgoals=_SUBGOALS.value,
-                                encoder_weight=_ENCODER_WEIGHT.value))
+                                subgoals=_SUBGOALS.value, encoder_weight=_ENCODER_WEIGHT.value,
+                                encoder_value_shapes=_ENCODER_VALUE_SHAPES.value))
         return
     sizes = [int(s) for s in _SIZES.value]
     sandbox = None

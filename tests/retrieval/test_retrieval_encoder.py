@@ -35,6 +35,19 @@ def test_featurizer_is_deterministic_and_padded():
     np.testing.assert_array_equal(ids, HashedFeaturizer(64, 10)(["Adds a tax", ""])[0])
 
 
+def test_value_shapes_are_features_only_when_asked():
+    plain, shaped = HashedFeaturizer(1 << 12, 64), HashedFeaturizer(1 << 12, 64, value_shapes=True)
+    a, b = "split it with proportions 7:6", "split it with proportions"
+    assert plain.features(a) == plain.features(b)  # the words drop the digits and the colon
+    extra = set(shaped.features(a)) - set(shaped.features(b))
+    assert extra == {shaped._hash("v:colon_pair"), shaped._hash("v:numbers_2")}
+    cfg = dataclasses.replace(TINY, value_shapes=True)
+    enc = train_encoder(NAMES, TEXTS, PAIRS + (("split 3:4", "mean_of"),), cfg)
+    assert enc.featurizer.value_shapes and np.isfinite(enc.losses).all()
+    with pytest.raises(EncoderError):
+        EncoderConfig(value_shapes=1)
+
+
 def test_training_is_deterministic_from_the_seed_and_lowers_the_loss(trained):
     again = train_encoder(NAMES, TEXTS, PAIRS, TINY)
     chex.assert_trees_all_close(trained.losses, again.losses)

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from cocoda_jax.retrieval import baselines
 from cocoda_jax.retrieval.cascade import CascadeConfig, required_params, retrieve
-from cocoda_jax.retrieval.literals import enum_literals, file_names, literal_hits, question_evidence
+from cocoda_jax.retrieval.literals import (
+    MAX_COUNTED_NUMBERS, enum_literals, file_names, literal_hits, question_evidence, value_shapes,
+)
 from cocoda_jax.retrieval.subgoals import extract_subgoal
 from cocoda_jax.types import FLOAT, INT, STR, list_of, parse_signature
 from tests.retrieval.test_retrieval_cascade import configs, subgoals
@@ -93,3 +95,24 @@ def test_raptor_tree_reads_down_its_levels_and_counts_what_it_shows(synth):
     assert [nd.tools for nd in again.nodes] == [nd.tools for nd in tree.nodes]
     with pytest.raises(ValueError):
         baselines.raptor(index, sg, 5, tree=tree, beam=0)
+
+
+@pytest.mark.parametrize("text, shapes", [
+    ("Split $3.35 between two with proportions 7:6.", ["colon_pair", "currency", "decimal", "numbers_3"]),
+    ("What is 15% of 80?", ["percent", "numbers_2"]),
+    ("Take 3/4 of the 12 pies.", ["slash_pair", "numbers_3"]),
+    ("Open notes.txt and sum [1, 2, 3]", ["file", "list", "numbers_3"]),
+    ("On 12/3/2024 version 1.2.3 shipped", ["numbers_3"]),  # a date is no fraction, a version no decimal
+    ("no values here", ["numbers_0"]),
+])
+def test_value_shapes_name_how_values_are_written(text, shapes):
+    assert value_shapes(text) == shapes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["Sami", "has", "per", "litre", "apples", "and", "each", "the"]), max_size=8),
+       st.lists(st.integers(0, 10 ** 6), max_size=10))
+def test_value_shapes_count_the_numbers_and_ignore_the_wording(words, numbers):
+    text = " ".join(words + [str(n) for n in numbers]) + "."
+    assert value_shapes(text) == [f"numbers_{min(len(numbers), MAX_COUNTED_NUMBERS)}"]
+    assert value_shapes(text) == value_shapes(" ".join(w.upper() for w in words + [str(n) for n in numbers]) + ".")
