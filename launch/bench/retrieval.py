@@ -131,8 +131,9 @@ _SUBGOALS = flags.DEFINE_enum("subgoals", "question", list(SUBGOAL_MODES),
                                "(retrieve_many); the other rows stay question-level.")
 _ENCODER_MEMBERS = flags.DEFINE_integer("encoder_members", 1, "--domain mode: encoders averaged (seeds derived from "
                                         "--encoder_seed).")
-_ENCODER_VALUE_SHAPES = flags.DEFINE_boolean("encoder_value_shapes", False, "--domain mode: the encoders also read "
-                                             "how a text writes its values (EncoderConfig.value_shapes).")
+_ENCODER_VALUE_SHAPES = flags.DEFINE_boolean("encoder_value_shapes", False, "--domain mode (synthetic math and "
+                                             "bfcl): the encoders also read how a text writes its values "
+                                             "(EncoderConfig.value_shapes).")
 
 
 def _mechanical(r) -> int:
@@ -378,8 +379,9 @@ def main(argv):
         if ranker in EXPANDED_RANKERS:
             raise app.UsageError(f"--ranker={ranker} is not wired for --domain=bfcl (its usage records live in the BFCL "
                                  "bench)")
+        encoder = bfcl_bench.encoder_config(value_shapes=True) if _ENCODER_VALUE_SHAPES.value else None
         _write(bfcl_bench.run(_K.value, _QUERIES.value, counter, cost_model=COST_MODEL, ranker=ranker,
-                              ablation=_ABLATION.value))
+                              ablation=_ABLATION.value, encoder=encoder))
         return
     if _DOMAIN.value:
         ranker = None if _RANKER.value == "none" else _RANKER.value

@@ -268,13 +268,22 @@ def typed_config(k: int, l1_max_cost: float, l2_cost_weight: float, literal_weig
                                ranker=ranker, **changes)
 
 
+def encoder_config(**changes) -> Any:
+    """The pool's encoder: :class:`~cocoda_jax.retrieval.encoder.EncoderConfig` at 600 steps (2,478 cards),
+    with ``changes`` (e.g. ``value_shapes=True``)."""
+    from cocoda_jax.retrieval.encoder import EncoderConfig
+
+    return EncoderConfig(steps=600, **changes)
+
+
 def add_rankers(index: RetrievalIndex, usage: Sequence[BfclQuery], config: Any = None) -> dict:
     """Trains the dual encoder on the pool's cards and the usage quarter's (question, gold tool)
     pairs and registers ``encoder`` and ``hybrid`` (BM25 + encoder) on ``index``
-    (:func:`~cocoda_jax.retrieval.encoder.add_usage_rankers`, the planner's prompt's home); returns facts."""
-    from cocoda_jax.retrieval.encoder import EncoderConfig, add_usage_rankers
+    (:func:`~cocoda_jax.retrieval.encoder.add_usage_rankers`, the planner's prompt's home); returns facts.
+    ``config``: the encoder's (default :func:`encoder_config`)."""
+    from cocoda_jax.retrieval.encoder import add_usage_rankers
 
-    return add_usage_rankers(index, _usage_index(usage), "hybrid", config=config or EncoderConfig(steps=600))
+    return add_usage_rankers(index, _usage_index(usage), "hybrid", config=config or encoder_config())
 
 
 def _usage_index(usage: Sequence[BfclQuery]):
