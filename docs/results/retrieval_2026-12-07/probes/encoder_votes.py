@@ -10,22 +10,18 @@ from launch.bench import retrieval as B
 from cocoda_jax.coevolve.validate import gold_tool_sets
 from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
 from cocoda_jax.retrieval.cascade import RetrievalIndex, retrieve
-from cocoda_jax.retrieval.rankers import BM25Ranker
 from cocoda_jax.retrieval.usage import UsageIndex
-from cocoda_jax.retrieval.encoder import EncoderConfig, SumRanker, train_ensemble
+from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
 from cocoda_jax.retrieval.tokens import TokenCounter
 split, seed, es = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 dom, warm, usage, _ = B.domain_library("synthetic_math", seed, "wording", 128, 2000, 0)
 snap = warm.snapshot
 index = RetrievalIndex.build(snap, TokenCounter.from_config("qwen3"))
-index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
-pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
-rk = train_ensemble(index.names, index.texts, pairs, EncoderConfig(steps=150, card_views=12, seed=es), 5)
-index.add_ranker("encoder", rk)
-index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, 1.0)]))
-members = [r for r, _ in rk.parts]
+add_usage_rankers(index, usage, "expanded_hybrid", members=5,  # as the bench builds it
+                  config=dataclasses.replace(USAGE_ENCODER, seed=es))
+members = [r for r, _ in index.rankers["encoder"].parts]
 def embed(texts):
-    v = np.concatenate([m.embed(list(texts)) if hasattr(m, "embed") else None for m in members], axis=1)
+    v = np.concatenate([m.embed(list(texts)) for m in members], axis=1)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 dense = UsageIndex(usage.records, embed=embed)
 base = RetrievalConfig(k=8)
@@ -41,4 +37,5 @@ for t in tasks:
     for name, prior in (("bm25_votes", vb), ("dense_votes", vd), ("mean_votes", vm)):
         w = retrieve(index, question_subgoal(t), cfg, prior=prior)
         found.setdefault(name, []).append(any(s <= set(w.selected) for s in g))
-print(json.dumps({"split": split, "domain": seed, "encoder_seed": es, **{k: float(np.mean(v)) for k, v in found.items()}}))
+means = {k: float(np.mean(v)) for k, v in found.items()}
+print(json.dumps({"split": split, "domain": seed, "encoder_seed": es, **means}))

@@ -8,23 +8,19 @@ encoder, usage votes) of the top 12 for the first three misses. SHAPES=1: the en
 Domain 0's validation split, encoder seed 0: 22 misses of 128; ratio_part 16, floor_div 5, ceil_div 1 (with
 SHAPES=1: 23; ratio_part 14, floor_div 8, ceil_div 1).
 """
-import dataclasses, sys, collections
+import collections, dataclasses, os, sys
 from launch.bench import retrieval as B
 from cocoda_jax.coevolve.validate import gold_tool_sets
 from cocoda_jax.rl.prompts import RetrievalConfig, question_subgoal
 from cocoda_jax.retrieval.cascade import RetrievalIndex, retrieve
-from cocoda_jax.retrieval.rankers import BM25Ranker
-from cocoda_jax.retrieval.encoder import EncoderConfig, SumRanker, train_ensemble
+from cocoda_jax.retrieval.encoder import USAGE_ENCODER, add_usage_rankers
 from cocoda_jax.retrieval.tokens import TokenCounter
 split, seed, es = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 dom, warm, usage, _ = B.domain_library("synthetic_math", seed, "wording", 128, 2000, 0)
 snap = warm.snapshot
 index = RetrievalIndex.build(snap, TokenCounter.from_config("qwen3"))
-index.add_ranker("expanded", BM25Ranker(index.names, usage.expanded_texts(index.names, index.texts)))
-pairs = [(r.question, n) for r in usage.records for n in sorted(r.tools)]
-rk = train_ensemble(index.names, index.texts, pairs, EncoderConfig(steps=150, card_views=12, seed=es, value_shapes=bool(int(__import__("os").environ.get("SHAPES", "0")))), 5)
-index.add_ranker("encoder", rk)
-index.add_ranker("expanded_hybrid", SumRanker([(index.rankers["expanded"], 1.0), (rk, 1.0)]))
+add_usage_rankers(index, usage, "expanded_hybrid", members=5,  # as the bench builds it
+                  config=dataclasses.replace(USAGE_ENCODER, seed=es, value_shapes=os.environ.get("SHAPES") == "1"))
 base = RetrievalConfig(k=8)
 cfg = dataclasses.replace(base.cascade(lm_stages=("L2", "L3", "L4")), ranker="expanded_hybrid",
                           prior_weight=base.usage_weight, climb=False, descend=False)
@@ -61,6 +57,7 @@ for t in tasks:
     tot = ex + en + pv
     order = np.argsort(-tot)[:12]
     print("Q:", desc[:150])
-    for i in order: print(f"   {index.names[i]:50s} exp {ex[i]:6.2f} enc {en[i]:6.2f} prior {pv[i]:6.2f} tot {tot[i]:6.2f}")
+    for i in order:
+        print(f"   {index.names[i]:50s} exp {ex[i]:6.2f} enc {en[i]:6.2f} prior {pv[i]:6.2f} tot {tot[i]:6.2f}")
     shown += 1
     if shown >= 3: break
