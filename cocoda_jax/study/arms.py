@@ -172,6 +172,11 @@ ARMS: tuple[Arm, ...] = (
         "summed learning rate in half the steps", {"coevolve.refresh_sft_steps": 120,
                                                     "coevolve.refresh_learning_rate": 6e-4}, in_presets=False,
         weight=0.8),
+    # diagnostic (not in the presets): more variants of each task found informative. A round's pool gains 4-6
+    # variants an epoch, too few for the steered draw to fill GRPO's groups with tasks at the boundary
+    Arm("rods_supply", "cocoda, but RODS synthesizes 8 variants (not 2) of each boundary parent and 16 (not 4) of each "
+        "task the search found: more tasks of the structures the planner is learning",
+        {"rods.thresholds.variants_per_seed": 8, "rods.thresholds.found_variants": 16}, in_presets=False),
     # diagnostic (not in the presets): the null arm. Its delta to cocoda is what run-to-run chance alone
     # gives an arm, the yardstick for every other arm's delta
     Arm("cocoda_replicate", "cocoda again from the same stages 1-2, its rounds under another random stream "

@@ -16,7 +16,7 @@ def test_registry_names_and_availability():
     assert A.select(None) == tuple(A.get(n) for n in A.names())
     assert [a.name for a in A.ARMS if not a.in_presets] == ["sft_matched", "growth_tolerant", "search_cards",
                                                              "no_search", "search_unfed", "found_later",
-                                                             "rods_focus", "hot_rollouts", "rods_answer_only", "short_refresh",
+                                                             "rods_focus", "hot_rollouts", "rods_answer_only", "short_refresh", "rods_supply",
                                                              "cocoda_replicate"]  # only when named
     # the SFT budget of the default main job in all: stage 2's steps and every round's refresh
     co = default.get_config().coevolve
@@ -32,6 +32,7 @@ def test_registry_names_and_availability():
     assert A.prefix_key(A.get("hot_rollouts")) == ()  # sampling temperature: only the rounds sample
     assert A.prefix_key(A.get("rods_answer_only")) == ()  # GRPO's seed tasks: cocoda's stages 1-2
     assert A.prefix_key(A.get("short_refresh")) == ()  # the rounds' refresh: cocoda's stages 1-2
+    assert A.prefix_key(A.get("rods_supply")) == ()  # RODS's synthesis: cocoda's stages 1-2
     assert A.prefix_key(A.get("cocoda_replicate")) == ()  # the null arm: cocoda's stages 1-2, other rounds' chance
     assert A.prefix_key(A.get("search_cards")) == (("retrieval.cards", "search"),)  # its demonstrations differ
     assert all(a.available for a in A.ARMS)  # every arm of the issue has its knob now
