@@ -16,8 +16,8 @@ def test_registry_names_and_availability():
     assert A.select(None) == tuple(A.get(n) for n in A.names())
     assert [a.name for a in A.ARMS if not a.in_presets] == ["sft_matched", "growth_tolerant", "search_cards",
                                                              "no_search", "search_unfed", "found_later",
-                                                             "rods_focus", "hot_rollouts", "rods_answer_only", "short_refresh", "rods_supply",
-                                                             "cocoda_replicate"]  # only when named
+                                                             "rods_focus", "hot_rollouts", "rods_answer_only",
+                                                             "short_refresh", "rods_supply", "cocoda_replicate"]  # only when named
     # the SFT budget of the default main job in all: stage 2's steps and every round's refresh
     co = default.get_config().coevolve
     assert A.get("sft_matched").overrides["sft.steps"] == default.get_config().sft.steps + co.rounds * co.refresh_sft_steps
