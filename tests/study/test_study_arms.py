@@ -14,13 +14,15 @@ def test_registry_names_and_availability():
     assert A.names() == ("cocoda", "sft_only", "frozen_library", "no_tdr", "no_gar", "no_acceptance", "rods_off",
                          "large_frozen", "direct", "no_ctd", "rods_random")
     assert A.select(None) == tuple(A.get(n) for n in A.names())
+    # the diagnostic arms, run only when named
     assert [a.name for a in A.ARMS if not a.in_presets] == ["sft_matched", "growth_tolerant", "search_cards",
                                                              "no_search", "search_unfed", "found_later",
                                                              "rods_focus", "hot_rollouts", "rods_answer_only",
-                                                             "short_refresh", "rods_supply", "cocoda_replicate"]  # only when named
+                                                             "short_refresh", "rods_supply", "cocoda_replicate"]
     # the SFT budget of the default main job in all: stage 2's steps and every round's refresh
     co = default.get_config().coevolve
-    assert A.get("sft_matched").overrides["sft.steps"] == default.get_config().sft.steps + co.rounds * co.refresh_sft_steps
+    matched = default.get_config().sft.steps + co.rounds * co.refresh_sft_steps
+    assert A.get("sft_matched").overrides["sft.steps"] == matched
     assert A.prefix_key(A.get("sft_matched")) != ()  # its own stages 1-2
     assert A.select(["growth_tolerant"]) == (A.get("growth_tolerant"),)
     assert A.prefix_key(A.get("growth_tolerant")) == ()  # stage 3 only: shares cocoda's prefix
