@@ -167,12 +167,12 @@ ARMS: tuple[Arm, ...] = (
         "demonstration: the reinforcement learning practises where SFT showed nothing",
         {"rods.seed_pool": "answer_only"}, in_presets=False),
     # diagnostic (not in the presets): the rounds' refresh in half the steps at twice the rate (the same summed
-    # learning rate): the refresh is about half of a round's time on the CPU default
+    # learning rate): the refresh is a third to a half of a round's time on the CPU default
     Arm("short_refresh", "cocoda, but each round's SFT refresh takes 120 steps at 6e-4 (not 240 at 3e-4): the same "
         "summed learning rate in half the steps", {"coevolve.refresh_sft_steps": 120,
                                                     "coevolve.refresh_learning_rate": 6e-4}, in_presets=False,
         weight=0.8),
-    # diagnostic (not in the presets): more variants of each task found informative. A round's pool gains 4-6
+    # diagnostic (not in the presets): more variants of each task found informative. The default's pool gains 4-16
     # variants an epoch, too few for the steered draw to fill GRPO's groups with tasks at the boundary
     Arm("rods_supply", "cocoda, but RODS synthesizes 8 variants (not 2) of each boundary parent and 16 (not 4) of each "
         "task the search found: more tasks of the structures the planner is learning",
